@@ -1,0 +1,178 @@
+"""Dataset registry: the paper's TFDS datasets, the embedded offline dataset, image folders.
+
+`load(...)` returns a batched `tf.data.Dataset` of (float32 images in 0..255 resized to
+input_size, int labels); the model does its own preprocessing and augmentation. Training
+pipelines reshuffle every epoch (the original code never shuffled).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from typing import Dict, Optional, Tuple
+
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from data import embedded_shapes  # noqa: F401  (registers the embedded_shapes TFDS builder)
+from utils import UserError
+
+# Decoded images of a split are cached in memory when they take less than this.
+_CACHE_LIMIT_BYTES = 1 << 30
+_SHUFFLE_BUFFER = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """Where a dataset comes from.
+
+    Attributes:
+        tfds_name: TFDS builder name (with config), or "" for a user's image folder.
+        download_hosts: hosts TFDS downloads from; empty when generated locally.
+        description: one line for --help and the README.
+    """
+
+    tfds_name: str
+    download_hosts: Tuple[str, ...]
+    description: str
+
+
+DATASETS: Dict[str, DatasetSpec] = {
+    "caltech_birds2011": DatasetSpec("caltech_birds2011", ("data.caltech.edu",),
+                                     "CUB-200-2011 birds, 200 classes (download ~1.1 GB)"),
+    "oxford_iiit_pet": DatasetSpec("oxford_iiit_pet", ("thor.robots.ox.ac.uk",),
+                                   "Oxford-IIIT Pet, 37 classes (download ~800 MB)"),
+    "stanford_dogs": DatasetSpec("stanford_dogs", ("vision.stanford.edu",),
+                                 "Stanford Dogs, 120 classes (download ~780 MB)"),
+    "embedded_shapes": DatasetSpec("embedded_shapes/target", (),
+                                   "embedded offline fine-grained task, 64 classes (generated)"),
+    "embedded_shapes_source": DatasetSpec("embedded_shapes/source", (),
+                                          "embedded offline pre-training task, 100 classes"),
+    "image_folder": DatasetSpec("", (), "your own photos: --data_dir ROOT with "
+                                        "ROOT/train/<class>/*.jpg and ROOT/test/<class>/*.jpg"),
+}
+SPLITS = ("train", "test")
+
+
+def get_spec(dataset_name: str) -> DatasetSpec:
+    """Registry entry for `dataset_name`, or UserError listing the valid names."""
+    if dataset_name not in DATASETS:
+        raise UserError(f"unknown dataset {dataset_name!r}; choose one of: {', '.join(DATASETS)}")
+    return DATASETS[dataset_name]
+
+
+def _reachable(hosts: Tuple[str, ...], timeout_s: float = 5.0) -> bool:
+    """True when every host accepts a TCP connection (so a download can start)."""
+    for host in hosts:
+        try:
+            socket.create_connection((host, 443), timeout=timeout_s).close()
+        except OSError:
+            return False
+    return True
+
+
+def _builder(dataset_name: str, data_dir: Optional[str]) -> tfds.core.DatasetBuilder:
+    """The TFDS builder (not yet prepared) for a registered dataset."""
+    spec = get_spec(dataset_name)
+    if not spec.tfds_name:
+        if not data_dir or not os.path.isdir(data_dir):
+            raise UserError("the image_folder dataset needs --data_dir ROOT, a folder with "
+                            "ROOT/train/<class>/<image> and ROOT/test/<class>/<image>")
+        missing = [s for s in SPLITS if not os.path.isdir(os.path.join(data_dir, s))]
+        if missing:
+            raise UserError(f"--data_dir {data_dir} has no {' or '.join(missing)} folder; "
+                            f"expected ROOT/train/<class>/<image> and ROOT/test/<class>/<image>")
+        return tfds.folder_dataset.ImageFolder(data_dir)
+    return tfds.builder(spec.tfds_name, data_dir=data_dir)
+
+
+def prepare(dataset_name: str, data_dir: Optional[str] = None) -> tfds.core.DatasetBuilder:
+    """Download (or generate) and prepare a dataset once; later calls are instant.
+
+    Offline, a TFDS download would retry for minutes; we check the download hosts first and
+    fail within seconds with what to do instead.
+    """
+    builder = _builder(dataset_name, data_dir)
+    if isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared():
+        return builder
+    spec = get_spec(dataset_name)
+    if spec.download_hosts and not _reachable(spec.download_hosts):
+        where = data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")
+        raise UserError(
+            f"{dataset_name} is not prepared in {where} and cannot be downloaded: "
+            f"{', '.join(spec.download_hosts)} is unreachable (network problem). Either run once "
+            f"where there is a network and copy the prepared {where}/{spec.tfds_name} folder "
+            f"here (then pass --data_dir), or download the archives by hand into "
+            f"{where}/downloads/manual/ (see https://www.tensorflow.org/datasets/overview). "
+            f"Offline, use --dataset_name embedded_shapes.")
+    builder.download_and_prepare()
+    return builder
+
+
+def num_classes(dataset_name: str, data_dir: Optional[str] = None) -> int:
+    """Number of classes from the dataset's info (works offline, before any download)."""
+    builder = _builder(dataset_name, data_dir)
+    return int(builder.info.features["label"].num_classes)
+
+
+def resolve_num_classes(dataset_name: str, requested: Optional[int],
+                        data_dir: Optional[str] = None) -> int:
+    """The dataset's class count; an explicit `requested` value must agree with it."""
+    actual = num_classes(dataset_name, data_dir)
+    if requested is not None and requested != actual:
+        raise UserError(f"--num_classes {requested} contradicts {dataset_name}, which has "
+                        f"{actual} classes; drop --num_classes or pass {actual}")
+    return actual
+
+
+def _decode_and_resize(image: tf.Tensor, input_size: int) -> tf.Tensor:
+    """Encoded or decoded image -> uint8 (input_size, input_size, 3)."""
+    if image.dtype == tf.string:
+        image = tf.io.decode_image(image, channels=3, expand_animations=False)
+    image.set_shape([None, None, 3])
+    resized = tf.image.resize(image, (input_size, input_size), antialias=True)
+    return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
+
+
+def load(dataset_name: str, split: str, batch_size: int, input_size: int,
+         data_dir: Optional[str] = None, training: Optional[bool] = None,
+         seed: int = 0) -> tf.data.Dataset:
+    """Batched pipeline of (images float32 0..255, labels int64).
+
+    Args:
+        dataset_name: a key of DATASETS.
+        split: "train" or "test".
+        batch_size: examples per batch (training batches drop the remainder so every
+            step has the profiled batch shape).
+        input_size: images are resized to input_size x input_size.
+        data_dir: TFDS data dir (or the root folder for image_folder).
+        training: shuffle every epoch and drop the last partial batch; default: split == "train".
+        seed: shuffling seed (reproducible order of epochs).
+    """
+    if split not in SPLITS:
+        raise UserError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    if batch_size < 1:
+        raise UserError(f"--batch_size must be at least 1, got {batch_size}")
+    training = split == "train" if training is None else training
+    builder = prepare(dataset_name, data_dir)
+    dataset = builder.as_dataset(split=split, shuffle_files=training, as_supervised=True,
+                                 read_config=tfds.ReadConfig(shuffle_seed=seed))
+    examples = int(builder.info.splits[split].num_examples) if split in builder.info.splits else 0
+    # Resize before shuffling, so the shuffle buffer holds small uint8 images.
+    resize = lambda image, label: (_decode_and_resize(image, input_size), label)  # noqa: E731
+    dataset = dataset.map(resize, num_parallel_calls=tf.data.AUTOTUNE)
+    cached = 0 < examples * input_size * input_size * 3 <= _CACHE_LIMIT_BYTES
+    if cached:  # decode once, keep in memory, shuffle everything
+        dataset = dataset.cache()
+    if training:
+        buffer = examples if cached else _SHUFFLE_BUFFER
+        dataset = dataset.shuffle(max(buffer, 1), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.batch(batch_size, drop_remainder=training)
+    to_float = lambda images, labels: (tf.cast(images, tf.float32), labels)  # noqa: E731
+    return dataset.map(to_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def steps_per_epoch(dataset_name: str, batch_size: int, data_dir: Optional[str] = None) -> int:
+    """Training steps in one epoch (full batches only), from the dataset's info."""
+    builder = prepare(dataset_name, data_dir)
+    return int(builder.info.splits["train"].num_examples) // batch_size

@@ -1,0 +1,206 @@
+"""Model registry: the paper's four backbones with the paper's classification head.
+
+Every model is `input (raw pixels 0..255) -> random flip + rotation -> the backbone's own
+preprocessing -> backbone -> global average pooling -> dropout 0.2 -> Dense(num_classes)`,
+and outputs logits. The backbone is a nested Keras model, so a weights file pre-trained on
+one task can seed another with a different number of classes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Callable, Dict, Optional
+
+import h5py
+import tensorflow as tf
+
+from utils import UserError, atomic_path
+
+CLASSIFIER_NAME = "classifier"
+# Attributes written into weight files saved by this project, checked when loading them.
+_ATTR_MODEL = "elastic_trainer_model_name"
+_ATTR_CLASSES = "elastic_trainer_num_classes"
+_ATTR_INPUT = "elastic_trainer_input_size"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """How to build one backbone and feed it.
+
+    Attributes:
+        build_backbone: (input_size, imagenet) -> headless Keras model.
+        preprocess: the backbone's own input preprocessing on raw 0..255 pixels.
+        min_input_size: smallest image side the backbone accepts.
+        input_multiple: image sides must be a multiple of this (ViT patches).
+        recommended_optimizer: what the paper used with this backbone.
+    """
+
+    build_backbone: Callable[[int, bool], tf.keras.Model]
+    preprocess: Callable[[tf.Tensor], tf.Tensor]
+    min_input_size: int = 32
+    input_multiple: int = 1
+    recommended_optimizer: str = "sgd"
+
+
+def _keras_application(constructor: Callable[..., tf.keras.Model]) -> Callable[[int, bool], tf.keras.Model]:
+    def build(input_size: int, imagenet: bool) -> tf.keras.Model:
+        return constructor(include_top=False, weights="imagenet" if imagenet else None,
+                           input_shape=(input_size, input_size, 3))
+    return build
+
+
+def _build_vit(input_size: int, imagenet: bool) -> tf.keras.Model:
+    from vit_keras import vit  # imported lazily: it loads OpenCV and SciPy
+    return vit.vit_b16(image_size=input_size, pretrained=imagenet, include_top=False,
+                       pretrained_top=False)
+
+
+def _vit_preprocess(images: tf.Tensor) -> tf.Tensor:
+    from vit_keras import vit
+    return vit.preprocess_inputs(images)
+
+
+MODELS: Dict[str, ModelSpec] = {
+    "resnet50": ModelSpec(_keras_application(tf.keras.applications.ResNet50),
+                          tf.keras.applications.resnet50.preprocess_input),
+    "vgg16": ModelSpec(_keras_application(tf.keras.applications.VGG16),
+                       tf.keras.applications.vgg16.preprocess_input),
+    "mobilenetv2": ModelSpec(_keras_application(tf.keras.applications.MobileNetV2),
+                             tf.keras.applications.mobilenet_v2.preprocess_input),
+    "vit": ModelSpec(_build_vit, _vit_preprocess, min_input_size=16, input_multiple=16,
+                     recommended_optimizer="adam"),
+}
+
+
+def get_spec(model_name: str) -> ModelSpec:
+    """Return the registry entry for `model_name` or raise UserError listing the valid names."""
+    if model_name not in MODELS:
+        raise UserError(f"unknown model {model_name!r}; choose one of: {', '.join(MODELS)}")
+    return MODELS[model_name]
+
+
+def check_input_size(model_name: str, input_size: int) -> None:
+    """Raise UserError when the backbone cannot take `input_size` x `input_size` images."""
+    spec = get_spec(model_name)
+    if input_size < spec.min_input_size:
+        raise UserError(f"--input_size {input_size} is too small for {model_name}: "
+                        f"it needs at least {spec.min_input_size} px")
+    if input_size % spec.input_multiple:
+        raise UserError(f"--input_size {input_size} does not suit {model_name}: it must be a "
+                        f"multiple of {spec.input_multiple} px (its patch size), e.g. "
+                        f"{input_size // spec.input_multiple * spec.input_multiple or spec.input_multiple}")
+
+
+def keras_cache_dir() -> str:
+    """Where Keras caches downloaded files (`~/.keras`, or $KERAS_HOME)."""
+    return os.path.expanduser(os.environ.get("KERAS_HOME", os.path.join("~", ".keras")))
+
+
+def _build_backbone(model_name: str, input_size: int, imagenet: bool) -> tf.keras.Model:
+    try:
+        backbone = get_spec(model_name).build_backbone(input_size, imagenet)
+    except Exception as error:  # Keras raises a bare Exception for failed downloads
+        if "URL fetch failure" not in str(error):
+            raise
+        url = str(error).split("URL fetch failure on ", 1)[-1].split(":", 2)
+        url = ":".join(url[:2]) if len(url) > 1 else ""
+        file_name = os.path.basename(url) or "<the weights file>"
+        subdir = "weights" if model_name == "vit" else "models"
+        cache = os.path.join(keras_cache_dir(), subdir, file_name)
+        raise UserError(
+            f"could not download the ImageNet weights for {model_name} (no network?). "
+            f"Download {url or 'them'} elsewhere and place the file at {cache}, or train without "
+            f"them: --weights none (random init) or --weights PATH (a file saved by this project, "
+            f"e.g. a backbone pre-trained on embedded_shapes_source)") from None
+    # Keras names some backbones after the input size (mobilenetv2_1.00_96); re-wrap the same
+    # layers under a stable name so weight files load by name across input sizes.
+    return tf.keras.Model(backbone.inputs, backbone.outputs, name=model_name)
+
+
+def build_model(model_name: str, num_classes: int, input_size: int,
+                weights: Optional[str] = "imagenet") -> tf.keras.Model:
+    """Build `model_name` with the paper's head.
+
+    Args:
+        model_name: a key of MODELS.
+        num_classes: size of the classifier.
+        input_size: side of the square input images (raw 0..255 pixels).
+        weights: "imagenet" (download/cache as Keras does), "none"/None (random init),
+            or a path to a weights file saved by this project (see `save_weights`).
+
+    Returns:
+        An uncompiled Keras model producing logits.
+    """
+    check_input_size(model_name, input_size)
+    if num_classes < 2:
+        raise UserError(f"--num_classes must be at least 2, got {num_classes}")
+    weights_mode = "none" if weights is None else str(weights)
+    if weights_mode not in ("imagenet", "none") and not os.path.isfile(weights_mode):
+        raise UserError(f"--weights {weights_mode}: no such file (use imagenet, none, or a path "
+                        f"to a .h5 file saved by this project)")
+    spec = get_spec(model_name)
+    backbone = _build_backbone(model_name, input_size, imagenet=weights_mode == "imagenet")
+
+    inputs = tf.keras.Input(shape=(input_size, input_size, 3), name="image")
+    x = tf.keras.layers.RandomFlip("horizontal", name="random_flip")(inputs)
+    x = tf.keras.layers.RandomRotation(0.1, name="random_rotation")(x)
+    x = spec.preprocess(x)
+    x = backbone(x)
+    if len(x.shape) == 4:  # CNN feature maps; ViT already returns its class token
+        x = tf.keras.layers.GlobalAveragePooling2D(name="global_pool")(x)
+    x = tf.keras.layers.Dropout(0.2, name="dropout")(x)
+    outputs = tf.keras.layers.Dense(num_classes, name=CLASSIFIER_NAME)(x)
+    model = tf.keras.Model(inputs, outputs, name=f"{model_name}_classifier")
+
+    if weights_mode not in ("imagenet", "none"):
+        load_weights(model, weights_mode, model_name, num_classes, input_size)
+    return model
+
+
+def save_weights(model: tf.keras.Model, path: str, model_name: str, num_classes: int,
+                 input_size: int) -> None:
+    """Save all weights of `model` to an .h5 file atomically, tagged with its architecture."""
+    if not path.endswith(".h5"):
+        raise UserError(f"weights files are saved as HDF5; give a path ending in .h5, not {path}")
+    with atomic_path(path) as temporary:
+        model.save_weights(temporary, save_format="h5")
+        with h5py.File(temporary, "a") as handle:
+            handle.attrs[_ATTR_MODEL] = model_name
+            handle.attrs[_ATTR_CLASSES] = num_classes
+            handle.attrs[_ATTR_INPUT] = input_size
+
+
+def load_weights(model: tf.keras.Model, path: str, model_name: str, num_classes: int,
+                 input_size: int) -> None:
+    """Load a file written by `save_weights` into `model`.
+
+    When the file's classifier has another number of classes (a backbone pre-trained on a
+    source task), only the backbone is loaded and the classifier keeps its fresh init.
+    """
+    try:
+        with h5py.File(path, "r") as handle:
+            attrs = dict(handle.attrs)
+    except OSError:
+        raise UserError(f"--weights {path} is not an HDF5 weights file saved by this project") from None
+    saved_model = attrs.get(_ATTR_MODEL)
+    if saved_model is None:
+        raise UserError(f"--weights {path} was not saved by this project (no architecture tag); "
+                        f"save weights with --save_model true")
+    saved_model = saved_model.decode() if isinstance(saved_model, bytes) else str(saved_model)
+    if saved_model != model_name:
+        raise UserError(f"--weights {path} holds {saved_model} weights, but the model is {model_name}")
+    saved_size = int(attrs.get(_ATTR_INPUT, input_size))
+    if model_name == "vit" and saved_size != input_size:
+        raise UserError(f"--weights {path} was saved for ViT at {saved_size} px; its position "
+                        f"embeddings do not fit --input_size {input_size}")
+    saved_classes = int(attrs.get(_ATTR_CLASSES, num_classes))
+    try:
+        if saved_classes == num_classes:
+            model.load_weights(path)
+        else:
+            model.load_weights(path, by_name=True, skip_mismatch=True)
+            logging.info("loaded the %s backbone from %s; the classifier (%d classes there, %d here) "
+                         "starts from a fresh init", model_name, path, saved_classes, num_classes)
+    except ValueError as error:
+        raise UserError(f"--weights {path} does not fit this {model_name}: {error}") from None

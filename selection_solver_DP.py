@@ -1,0 +1,389 @@
+"""Exact tensor selector: maximise total importance under a backward-time budget.
+
+Pure Python/NumPy (no TensorFlow). Arrays are in *backward* order (index 0 = the tensor nearest
+the loss) unless a function says otherwise. With d the deepest selected index (DESIGN.md §3):
+
+    T_bp(M) = sum_k M[k] * t_dw[k] + sum_{j<d} t_dy[j]        (T_bp(empty) = 0)
+
+CLI: ``python selection_solver_DP.py --profile profile_extracted/X.json --rho 0.5``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from typing import Mapping, Sequence, Union
+
+import numpy as np
+
+ArrayLike = Union[Sequence[float], np.ndarray]
+# Refuse DP tables larger than this many cells (1 byte each) instead of exhausting memory.
+_MAX_TABLE_CELLS = 2**28
+
+
+class InfeasibleBudgetError(ValueError):
+    """The backward budget implied by rho cannot pay for even the cheapest tensor."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """A selection in *forward* order (model.trainable_weights order) and its predicted cost."""
+    mask: np.ndarray  # uint8 0/1 per tensor, forward order
+    importance: float  # total importance of the selected tensors
+    budget_ms: float  # backward budget rho * T_full - T_fp
+    backward_ms: float  # predicted T_bp(mask)
+    step_ms: float  # predicted T_fp + T_bp(mask)
+    rho_achieved: float  # step_ms / T_full
+
+
+def _as_vector(values: ArrayLike, name: str, integer: bool = False) -> np.ndarray:
+    """Validate a 1-D array of non-negative finite times (integers if `integer`)."""
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer)
+                                   or np.issubdtype(array.dtype, np.floating)):
+        raise ValueError(f"{name} must hold real numbers, got dtype {array.dtype}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if np.any(array < 0):
+        raise ValueError(f"{name} contains negative times (index {int(np.argmax(array < 0))})")
+    if not integer:
+        return array.astype(np.float64)
+    if np.any(array != np.floor(array)):
+        raise ValueError(f"{name} must hold integers (quantise float times with quantize_times)")
+    if array.size and float(array.max()) >= 2.0**62:
+        raise ValueError(f"{name} holds values too large for int64")
+    return array.astype(np.int64)
+
+
+def _as_importance(importance: ArrayLike, length: int) -> np.ndarray:
+    array = np.asarray(importance, dtype=np.float64)
+    if array.shape != (length,):
+        raise ValueError(f"importance has shape {array.shape}, expected ({length},)")
+    if not np.all(np.isfinite(array)):
+        raise ValueError("importance contains NaN or infinite values")
+    return array
+
+
+def _as_times(t_dy: ArrayLike, t_dw: ArrayLike, integer: bool = False,
+              suffix: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """Validate both time arrays and their lengths."""
+    t_dy = _as_vector(t_dy, "t_dy" + suffix, integer)
+    t_dw = _as_vector(t_dw, "t_dw" + suffix, integer)
+    if len(t_dy) != len(t_dw):
+        raise ValueError(f"t_dy and t_dw have different lengths ({len(t_dy)} != {len(t_dw)})")
+    return t_dy, t_dw
+
+
+def backward_time(t_dy: ArrayLike, t_dw: ArrayLike, M: ArrayLike) -> float | int:
+    """T_bp(M): selected weight-gradient times plus error propagation down to the deepest one.
+
+    Args:
+        t_dy, t_dw: per-tensor times in backward order (ints or floats).
+        M: 0/1 selection in backward order.
+    Returns:
+        The backward time, in the same units (an int if both time arrays are integers).
+    """
+    t_dy, t_dw, selected = np.asarray(t_dy), np.asarray(t_dw), np.asarray(M).astype(bool)
+    if not len(t_dy) == len(t_dw) == len(selected):
+        raise ValueError("t_dy, t_dw and M must have the same length")
+    if not selected.any():
+        return 0
+    deepest = int(np.flatnonzero(selected)[-1])
+    return (t_dw[selected].sum() + t_dy[:deepest].sum()).item()
+
+
+def _solve(t_dy: np.ndarray, t_dw: np.ndarray, importance: np.ndarray,
+           budget: int) -> tuple[float, np.ndarray]:
+    """Exact optimum for validated int64 times and an integer budget, in O(N * budget).
+
+    Fix the deepest selected index d: its cost is prefix_dy[d] + t_dw[d] plus the t_dw of any
+    shallower tensors, whose t_dy are already paid. So the best selection with deepest index d is
+    I[d] + K_d(budget - prefix_dy[d] - t_dw[d]), where K_d is a 0/1 knapsack over items 0..d-1
+    (weights t_dw, values I; items with I <= 0 never raise the value, so they are left out).
+    Every selection has exactly one deepest index, so the max over d (and 0 for the empty
+    selection) is the exact optimum. K_{d+1}(c) = max(K_d(c), K_d(c - w_d) + I_d) is built as
+    one vectorised max per item; a boolean table of "item taken" rebuilds the chosen set.
+    """
+    count = len(t_dw)
+    mask = np.zeros(count, dtype=np.uint8)
+    if count == 0 or budget < 0:
+        return 0.0, mask
+    prefix_dy = np.concatenate(([0], np.cumsum(t_dy)[:-1]))  # prefix_dy[d] = sum_{j<d} t_dy[j]
+    spare = budget - prefix_dy - t_dw  # knapsack capacity left when d is the deepest selected
+    feasible = np.flatnonzero(spare >= 0)
+    if feasible.size == 0:
+        return 0.0, mask
+    last = int(feasible[-1])  # no deeper tensor can be the deepest selected one
+    useful_weight = int(t_dw[:last][importance[:last] > 0].sum())
+    # Capacities beyond what any d can spare, or beyond all useful weight, never change K.
+    capacity = int(max(0, min(int(spare[: last + 1].max()), useful_weight)))
+    if last * (capacity + 1) > _MAX_TABLE_CELLS:
+        raise ValueError(f"DP table of {last} x {capacity + 1} cells is too large; "
+                         "quantise the times more coarsely")
+    values = np.zeros(capacity + 1)  # values[c] = K_d(c), non-decreasing in c
+    taken = np.zeros((last, capacity + 1), dtype=bool)
+    scratch = np.empty(capacity + 1)
+    # Python scalars: per-item numpy scalar indexing would dominate the run time.
+    spare_list, weights, gains = spare.tolist(), t_dw.tolist(), importance.tolist()
+    fixed_costs = (prefix_dy + t_dw).tolist()
+    best_value, best_cost, best_deepest, best_capacity = 0.0, 0, -1, 0
+    for deepest in range(last + 1):
+        if spare_list[deepest] >= 0:
+            room = min(spare_list[deepest], capacity)
+            value = gains[deepest] + float(values[room])
+            if value >= best_value:
+                # K is non-decreasing, so the smallest capacity with the same value is the
+                # cheapest knapsack achieving it: prefer the cheaper selection on ties.
+                if room > 0 and values[room - 1] == values[room]:
+                    room = int(values[: room + 1].searchsorted(values[room], side="left"))
+                cost = fixed_costs[deepest] + room
+                if value > best_value or cost < best_cost:
+                    best_value, best_cost = value, cost
+                    best_deepest, best_capacity = deepest, room
+        weight, gain = weights[deepest], gains[deepest]
+        if deepest == last or gain <= 0 or weight > capacity:
+            continue
+        if weight == 0:  # free and useful: always take it
+            values += gain
+            taken[deepest] = True
+            continue
+        with_item = np.add(values[:-weight], gain, out=scratch[weight:])  # K_d(c - w) + I_d
+        np.greater(with_item, values[weight:], out=taken[deepest, weight:])
+        np.maximum(values[weight:], with_item, out=values[weight:])
+    if best_deepest < 0:
+        return 0.0, mask
+    mask[best_deepest] = 1
+    room = best_capacity
+    for item in range(best_deepest - 1, -1, -1):
+        if taken[item, room]:
+            mask[item] = 1
+            room -= weights[item]
+    return float(importance[mask == 1].sum()), mask
+
+
+def selection_DP(t_dy: ArrayLike, t_dw: ArrayLike, I: ArrayLike,
+                 rho: float) -> tuple[float, np.ndarray]:
+    """Maximise sum(I[M]) subject to T_bp(M) <= floor(rho * sum(t_dw + t_dy)).
+
+    Args:
+        t_dy, t_dw: non-negative integer (quantised) times in backward order.
+        I: importance per tensor in backward order.
+        rho: fraction of the total backward time allowed, in [0, 1].
+    Returns:
+        (max_importance, M) with M a uint8 0/1 array; the empty selection scores 0.0.
+    """
+    t_dy, t_dw = _as_times(t_dy, t_dw, integer=True)
+    importance = _as_importance(I, len(t_dw))
+    if not (isinstance(rho, (int, float, np.number)) and 0.0 <= float(rho) <= 1.0):
+        raise ValueError(f"rho must be a number in [0, 1], got {rho!r}")
+    budget = math.floor(float(rho) * int(t_dy.sum() + t_dw.sum()))
+    return _solve(t_dy, t_dw, importance, budget)
+
+
+def quantize_times(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike,
+                   resolution: int = 1000) -> tuple[np.ndarray, np.ndarray, float]:
+    """Scale float milliseconds to integers, rounding up so no time is under-counted.
+
+    Args:
+        t_dy_ms, t_dw_ms: times in milliseconds, backward order.
+        resolution: integer units the total time sum(t_dy_ms + t_dw_ms) is mapped to.
+    Returns:
+        (t_dy_q, t_dw_q, units_per_ms) with t_q = ceil(t_ms * units_per_ms) as int64.
+    """
+    t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
+    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)) \
+            or resolution < 1:
+        raise ValueError(f"resolution must be a positive integer, got {resolution!r}")
+    total_ms = float(t_dy.sum() + t_dw.sum())
+    # All-zero times quantise to zeros at any scale; pretend the total is 1 ms.
+    units_per_ms = resolution / total_ms if total_ms > 0 else float(resolution)
+    return (np.ceil(t_dy * units_per_ms).astype(np.int64),
+            np.ceil(t_dw * units_per_ms).astype(np.int64), units_per_ms)
+
+
+def select_within_budget(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, I: ArrayLike,
+                         budget_ms: float, resolution: int = 1000) -> tuple[float, np.ndarray]:
+    """Best selection whose float backward time fits budget_ms (exact on quantised times).
+
+    Args:
+        t_dy_ms, t_dw_ms: times in milliseconds, backward order.
+        I: importance per tensor, backward order.
+        budget_ms: backward-time budget in ms (>= 0).
+        resolution: quantisation units for the total time (see quantize_times).
+    Returns:
+        (max_importance, M) with backward_time(t_dy_ms, t_dw_ms, M) <= budget_ms.
+    """
+    t_dy_q, t_dw_q, units_per_ms = quantize_times(t_dy_ms, t_dw_ms, resolution)
+    importance = _as_importance(I, len(t_dw_q))
+    if not (isinstance(budget_ms, (int, float, np.number)) and math.isfinite(budget_ms)
+            and budget_ms >= 0):
+        raise ValueError(f"budget_ms must be a finite number >= 0, got {budget_ms!r}")
+    # Ceil on times and floor on the budget make quantised feasibility imply real feasibility;
+    # the 1e-9 margin absorbs float rounding in the products (and later float sums).
+    total_units = int(t_dy_q.sum() + t_dw_q.sum())
+    scaled = budget_ms * units_per_ms * (1.0 - 1e-9)
+    budget = total_units if scaled >= total_units else math.floor(scaled)
+    return _solve(t_dy_q, t_dw_q, importance, budget)
+
+
+def backward_budget_ms(rho: float, T_fp_ms: float, T_full_ms: float) -> float:
+    """Backward budget for a step-time target: rho * T_full - T_fp (measured times).
+
+    Args:
+        rho: wanted step time as a fraction of the full training step, in (0, 1].
+        T_fp_ms, T_full_ms: measured forward and full-step times, 0 <= T_fp < T_full.
+    Returns:
+        The budget in ms (negative when rho * T_full is below the forward time).
+    """
+    if not (isinstance(rho, (int, float, np.number)) and 0.0 < float(rho) <= 1.0):
+        raise ValueError(f"rho must be a number in (0, 1], got {rho!r}")
+    if not (math.isfinite(T_fp_ms) and math.isfinite(T_full_ms) and 0 <= T_fp_ms < T_full_ms):
+        raise ValueError(f"need finite times with 0 <= T_fp_ms < T_full_ms, got "
+                         f"T_fp_ms={T_fp_ms!r}, T_full_ms={T_full_ms!r}")
+    return float(rho) * T_full_ms - T_fp_ms
+
+
+def _cheapest_ms(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike) -> float:
+    """Cost of the cheapest non-empty selection: min_k prefix_dy[k] + t_dw[k]."""
+    t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
+    if len(t_dw) == 0:
+        raise ValueError("the profile has no tensors")
+    prefix_dy = np.concatenate(([0.0], np.cumsum(t_dy)[:-1]))
+    return float(np.min(prefix_dy + t_dw))
+
+
+def smallest_feasible_rho(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, T_fp_ms: float,
+                          T_full_ms: float) -> float:
+    """Smallest rho whose budget pays for the cheapest single tensor, (T_fp + cheapest) / T_full.
+
+    Args:
+        t_dy_ms, t_dw_ms: times in ms, backward order (at least one tensor).
+        T_fp_ms, T_full_ms: measured forward and full-step times.
+    Returns:
+        The rho; it may exceed 1 when no rho is feasible.
+    """
+    backward_budget_ms(1.0, T_fp_ms, T_full_ms)  # validates the two times
+    return (T_fp_ms + _cheapest_ms(t_dy_ms, t_dw_ms)) / T_full_ms
+
+
+def check_feasible(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, rho: float, T_fp_ms: float,
+                   T_full_ms: float) -> float:
+    """Backward budget for rho, or InfeasibleBudgetError naming the smallest feasible rho.
+
+    Args:
+        t_dy_ms, t_dw_ms: times in ms, backward order.
+        rho, T_fp_ms, T_full_ms: as in backward_budget_ms.
+    Returns:
+        budget_ms = rho * T_full - T_fp, which pays for at least one tensor.
+    """
+    budget_ms = backward_budget_ms(rho, T_fp_ms, T_full_ms)
+    cheapest_ms = _cheapest_ms(t_dy_ms, t_dw_ms)
+    if budget_ms < cheapest_ms:
+        smallest = (T_fp_ms + cheapest_ms) / T_full_ms
+        hint = (f"the smallest feasible rho for this profile is {smallest:.4g}" if smallest <= 1
+                else f"no rho <= 1 is feasible (it would take rho={smallest:.4g})")
+        raise InfeasibleBudgetError(
+            f"rho={rho:.4g} leaves a backward budget of {budget_ms:.4g} ms, which cannot pay "
+            f"for even the cheapest tensor; {hint}")
+    return budget_ms
+
+
+def _profile_times(profile: Mapping) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(t_dy_ms, t_dw_ms) in backward order plus T_fp_ms and T_full_ms from a profile dict."""
+    for key in ("T_fp_ms", "T_full_ms", "tensors"):
+        if key not in profile:
+            raise ValueError(f"profile is missing the key {key!r}")
+    tensors = profile["tensors"]
+    if not isinstance(tensors, list) or not tensors:
+        raise ValueError("profile 'tensors' must be a non-empty list")
+    try:  # the list is in forward order; each entry's t_dy_ms leads towards the input
+        t_dy = [float(tensor["t_dy_ms"]) for tensor in reversed(tensors)]
+        t_dw = [float(tensor["t_dw_ms"]) for tensor in reversed(tensors)]
+        T_fp_ms, T_full_ms = float(profile["T_fp_ms"]), float(profile["T_full_ms"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"profile has a missing or non-numeric time: {error!r}") from None
+    return (*_as_times(t_dy, t_dw, suffix="_ms"), T_fp_ms, T_full_ms)
+
+
+def select_for_rho(profile: Mapping, importance: ArrayLike, rho: float,
+                   resolution: int = 1000) -> Selection:
+    """Select tensors for a training loop: forward-order importance in, forward-order mask out.
+
+    Args:
+        profile: timing table as in DESIGN.md §4 (T_fp_ms, T_full_ms, tensors in forward order).
+        importance: one value per tensor, forward (model.trainable_weights) order.
+        rho: wanted step time as a fraction of T_full, in (0, 1].
+        resolution: quantisation units for the total backward time.
+    Returns:
+        The Selection. Raises InfeasibleBudgetError when rho is below the smallest feasible rho.
+    """
+    t_dy, t_dw, T_fp_ms, T_full_ms = _profile_times(profile)
+    backward_importance = _as_importance(importance, len(t_dw))[::-1]
+    budget_ms = check_feasible(t_dy, t_dw, rho, T_fp_ms, T_full_ms)
+    value, mask = select_within_budget(t_dy, t_dw, backward_importance, budget_ms, resolution)
+    backward_ms = float(backward_time(t_dy, t_dw, mask))
+    return Selection(mask=mask[::-1].copy(), importance=value, budget_ms=budget_ms,
+                     backward_ms=backward_ms, step_ms=T_fp_ms + backward_ms,
+                     rho_achieved=(T_fp_ms + backward_ms) / T_full_ms)
+
+
+def _load_importance(path: str) -> np.ndarray:
+    if path.endswith(".json"):
+        with open(path) as handle:
+            return np.asarray(json.load(handle), dtype=np.float64)
+    if path.endswith(".npy"):
+        return np.load(path).astype(np.float64)
+    return np.loadtxt(path, dtype=np.float64, ndmin=1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: print the tensors selected for a profile and a rho."""
+    parser = argparse.ArgumentParser(
+        description="Pick the tensors to train for a step-time target rho (exact DP).")
+    parser.add_argument("--profile", required=True,
+                        help="timing table JSON from profiler.py (profile_extracted/<...>.json)")
+    parser.add_argument("--rho", type=float, required=True,
+                        help="wanted step time as a fraction of the full training step, (0, 1]")
+    parser.add_argument("--importance", default=None,
+                        help="importance per tensor in forward (model.trainable_weights) order: "
+                             ".json list of floats, .npy array, or text with one value a line; "
+                             "default 1.0 for every tensor")
+    parser.add_argument("--resolution", type=int, default=1000,
+                        help="integer time units the total backward time is quantised to "
+                             "(higher: finer, slower; default 1000)")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.profile) as handle:
+            profile = json.load(handle)
+        if not isinstance(profile, dict):
+            raise ValueError("the profile JSON must be an object")
+        tensors = profile.get("tensors")
+        count = len(tensors) if isinstance(tensors, list) else 0
+        importance = (np.ones(count) if args.importance is None
+                      else _load_importance(args.importance))
+        selection = select_for_rho(profile, importance, args.rho, args.resolution)
+        names = [str(tensor.get("name", f"tensor_{index}"))
+                 for index, tensor in enumerate(profile["tensors"])]
+    except (OSError, TypeError, ValueError) as error:
+        parser.error(str(error))
+    T_full_ms = float(profile["T_full_ms"])
+    print(f"Selected {int(selection.mask.sum())} / {count} tensors "
+          f"(total importance {selection.importance:.6g}):")
+    for name, chosen in zip(names, selection.mask):
+        if chosen:
+            print(f"  {name}")
+    print(f"Predicted step time: {selection.step_ms:.2f} ms "
+          f"(T_fp {float(profile['T_fp_ms']):.2f} + T_bp {selection.backward_ms:.2f}; "
+          f"backward budget {selection.budget_ms:.2f})")
+    print(f"Target step time: rho * T_full = {args.rho * T_full_ms:.2f} ms "
+          f"(T_full {T_full_ms:.2f} ms)")
+    print(f"Predicted speedup: rho_achieved = {selection.rho_achieved:.4f} (rho = {args.rho})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

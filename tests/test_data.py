@@ -1,0 +1,143 @@
+"""The dataset registry and pipelines: TFDS datasets (mocked downloads), embedded, folders."""
+from __future__ import annotations
+
+import glob
+import hashlib
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+import data
+from data import embedded_shapes, shapes_render
+from utils import UserError
+
+PAPER_DATASETS = {"caltech_birds2011": 200, "oxford_iiit_pet": 37, "stanford_dogs": 120}
+
+
+@pytest.mark.parametrize("name, classes", sorted(PAPER_DATASETS.items()))
+def test_paper_datasets_load_through_tfds(name, classes, monkeypatch):
+    monkeypatch.setattr(data, "_reachable", lambda hosts: True)  # the download itself is mocked
+    assert data.num_classes(name) == classes
+    with tfds.testing.mock_data(num_examples=10):
+        for split, training in (("train", True), ("test", False)):
+            batches = list(data.load(name, split, batch_size=4, input_size=40))
+            images, labels = batches[0]
+            assert images.shape == (4, 40, 40, 3) and images.dtype == tf.float32
+            assert labels.dtype == tf.int64
+            assert 0 <= float(tf.reduce_min(images)) and float(tf.reduce_max(images)) <= 255
+            assert all(0 <= label < classes for _, y in batches for label in y.numpy())
+            # training drops the last partial batch; evaluation keeps every example
+            assert sum(len(y) for _, y in batches) == (8 if training else 10)
+
+
+def test_offline_download_fails_fast_with_what_to_do(offline, tmp_path):
+    start = time.monotonic()
+    with pytest.raises(UserError) as error:
+        data.load("caltech_birds2011", "train", 4, 32, data_dir=str(tmp_path))
+    assert time.monotonic() - start < 10
+    message = str(error.value)
+    assert "network problem" in message and "--data_dir" in message
+    assert "downloads/manual" in message and "embedded_shapes" in message
+
+
+def test_num_classes_must_agree_with_the_dataset():
+    assert data.resolve_num_classes("oxford_iiit_pet", None) == 37
+    assert data.resolve_num_classes("oxford_iiit_pet", 37) == 37
+    with pytest.raises(UserError, match="--num_classes 200 contradicts oxford_iiit_pet, which has 37"):
+        data.resolve_num_classes("oxford_iiit_pet", 200)
+
+
+def test_unknown_dataset_lists_the_valid_ones():
+    with pytest.raises(UserError, match="unknown dataset 'cub'; choose one of: caltech_birds2011"):
+        data.load("cub", "train", 4, 32)
+
+
+def test_embedded_target_pipeline(tfds_dir):
+    assert data.num_classes("embedded_shapes", tfds_dir) == 64
+    assert data.steps_per_epoch("embedded_shapes", 32, tfds_dir) == 2560 // 32
+    train = data.load("embedded_shapes", "train", 32, 48, tfds_dir, seed=1)
+    first_epoch = np.concatenate([y.numpy() for _, y in train])
+    second_epoch = np.concatenate([y.numpy() for _, y in train])
+    assert len(first_epoch) == 2560 and sorted(first_epoch) == sorted(second_epoch)
+    assert not np.array_equal(first_epoch, second_epoch)  # reshuffled every epoch
+    assert np.bincount(first_epoch, minlength=64).tolist() == [40] * 64
+    again = np.concatenate([y.numpy() for _, y in data.load("embedded_shapes", "train", 32, 48,
+                                                             tfds_dir, seed=1)])
+    np.testing.assert_array_equal(first_epoch, again)  # same seed, same order
+    test = data.load("embedded_shapes", "test", 100, 48, tfds_dir)
+    images, _ = next(iter(test))
+    assert images.shape == (100, 48, 48, 3)
+
+
+def test_renderer_is_deterministic():
+    _, target = shapes_render.make_taxonomy(0, 20, 5, 8, 8)
+    first = shapes_render.render(target[3], 64, shapes_render.instance_rng(0, "target", "train", 5))
+    again = shapes_render.render(target[3], 64, shapes_render.instance_rng(0, "target", "train", 5))
+    other = shapes_render.render(target[3], 64, shapes_render.instance_rng(1, "target", "train", 5))
+    assert first.dtype == np.uint8 and first.shape == (64, 64, 3)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)
+
+
+def test_source_and_target_tasks_are_disjoint():
+    source, target = shapes_render.make_taxonomy(0, 20, 5, 8, 8)
+    assert len(source) == 100 and len(target) == 64
+    assert len(set(source)) == 100 and len(set(target)) == 64
+    genus = lambda s: (s.shape, s.pattern, s.frequency, s.part)  # noqa: E731
+    assert not {genus(s) for s in source} & {genus(s) for s in target}
+    # fine-grained: every target genus holds 8 species that differ only in colours
+    assert sorted(np.unique([genus(s) for s in target], axis=0, return_counts=True)[1]) == [8] * 8
+
+
+def _tiny_config(seed: int) -> embedded_shapes.EmbeddedShapesConfig:
+    return embedded_shapes.EmbeddedShapesConfig(
+        name=f"tiny{seed}", task="target", seed=seed, image_size=32, train_per_class=3,
+        test_per_class=2, target_genera=2, target_species=3)
+
+
+def _build_files(directory, seed: int) -> dict:
+    builder = tfds.builder("embedded_shapes", config=_tiny_config(seed), data_dir=str(directory))
+    builder.download_and_prepare()
+    files = sorted(glob.glob(f"{builder.data_dir}/*.tfrecord*"))
+    return {f.rsplit("/", 1)[1]: hashlib.sha256(open(f, "rb").read()).hexdigest() for f in files}
+
+
+def test_embedded_dataset_same_seed_same_bytes(tmp_path):
+    first = _build_files(tmp_path / "a", seed=0)
+    assert first and first == _build_files(tmp_path / "b", seed=0)
+    assert first != _build_files(tmp_path / "c", seed=1)
+
+
+def test_embedded_splits_share_no_image(tmp_path):
+    builder = tfds.builder("embedded_shapes", config=_tiny_config(0), data_dir=str(tmp_path))
+    builder.download_and_prepare()
+    digests = {}
+    for split in ("train", "test"):
+        images = [ex["image"] for ex in tfds.as_numpy(builder.as_dataset(split=split))]
+        digests[split] = {hashlib.sha256(image.tobytes()).hexdigest() for image in images}
+        assert len(digests[split]) == len(images)
+    assert not digests["train"] & digests["test"]
+
+
+def test_image_folder_dataset(tmp_path):
+    for split, count in (("train", 3), ("test", 2)):
+        for label in ("cat", "dog"):
+            folder = tmp_path / split / label
+            folder.mkdir(parents=True)
+            for index in range(count):
+                pixels = tf.random.uniform((20 + index, 30, 3), 0, 255, tf.int32, seed=index)
+                (folder / f"{index}.png").write_bytes(tf.io.encode_png(tf.cast(pixels, tf.uint8)).numpy())
+    assert data.num_classes("image_folder", str(tmp_path)) == 2
+    images, labels = next(iter(data.load("image_folder", "test", 4, 32, str(tmp_path))))
+    assert images.shape == (4, 32, 32, 3) and set(labels.numpy()) <= {0, 1}
+
+
+def test_image_folder_needs_its_splits(tmp_path):
+    with pytest.raises(UserError, match="needs --data_dir ROOT"):
+        data.load("image_folder", "train", 4, 32)
+    (tmp_path / "train").mkdir()
+    with pytest.raises(UserError, match="has no test folder"):
+        data.load("image_folder", "train", 4, 32, str(tmp_path))

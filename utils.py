@@ -1,0 +1,109 @@
+"""Small helpers shared by the command-line tools: user errors, boolean flags, atomic writes.
+
+Imports no TensorFlow, so every CLI can set TensorFlow's log level before it loads TF.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import tempfile
+import warnings
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+
+class UserError(ValueError):
+    """A problem with what the user asked for: shown as one message, no traceback, exit 2."""
+
+
+def str2bool(value: str) -> bool:
+    """argparse type for booleans: true/false, yes/no, 1/0 (not Python's `bool('false') == True`)."""
+    lowered = value.strip().lower()
+    if lowered in ("true", "t", "yes", "y", "1"):
+        return True
+    if lowered in ("false", "f", "no", "n", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def positive_int(value: str) -> int:
+    """argparse type for integers >= 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def quiet_tensorflow() -> None:
+    """Silence TensorFlow's C++ start-up chatter and the tensorflow-addons end-of-life banner.
+
+    Must run before TensorFlow is imported to take effect on the C++ logs.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    warnings.filterwarnings("ignore", message=r"(?s).*TensorFlow Addons")
+    warnings.filterwarnings("ignore", message=r".*Tensorflow Addons supports using Python ops.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+def run_cli(main: Callable[[Optional[Sequence[str]]], int], argv: Optional[Sequence[str]] = None) -> int:
+    """Run a CLI `main(argv)`, turning user errors into one readable line and exit code 2."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        return main(argv)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """Yield a temporary path next to `path`; move it onto `path` only if the block succeeds.
+
+    For writers that want a file name (Keras `save_weights`, matplotlib `savefig`): a crash
+    or an error leaves the old file untouched and no half-written file behind.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    base, extension = os.path.splitext(os.path.basename(path))
+    handle, temporary = tempfile.mkstemp(prefix=f".{base}.", suffix=f".tmp{extension}", dir=directory)
+    os.close(handle)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write `text` to `path` atomically (readers see the old file or the whole new one)."""
+    with atomic_path(path) as temporary:
+        with open(temporary, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+
+
+def atomic_write_json(path: str, data: Any) -> None:
+    """Write `data` as indented JSON to `path` atomically."""
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+
+
+def read_json(path: str, what: str) -> Any:
+    """Read a JSON file, raising UserError that names `what` when it is missing or corrupt."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return json.load(stream)
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{what} {path} is not valid JSON (truncated or corrupt?): {error}") from None
