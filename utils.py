@@ -9,6 +9,7 @@ import contextlib
 import json
 import logging
 import os
+import platform
 import sys
 import tempfile
 import warnings
@@ -40,12 +41,18 @@ def positive_int(value: str) -> int:
     return number
 
 
-def quiet_tensorflow() -> None:
-    """Silence TensorFlow's C++ start-up chatter and the tensorflow-addons end-of-life banner.
+def prepare_tensorflow_environment() -> None:
+    """Settings that must be made before TensorFlow is imported; call it first in every CLI.
 
-    Must run before TensorFlow is imported to take effect on the C++ logs.
+    Silences TensorFlow's C++ start-up chatter and the tensorflow-addons end-of-life banner,
+    and turns on oneDNN kernels on x86-64. TF 2.15 enables oneDNN by default only on CPUs
+    with AVX512-VNNI/AMX-class features; elsewhere its default kernels are much slower
+    (ResNet50 training steps at 64-96 px took 2x longer on a 2-core AMD EPYC). Set
+    TF_ENABLE_ONEDNN_OPTS=0 to opt out.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     warnings.filterwarnings("ignore", message=r"(?s).*TensorFlow Addons")
     warnings.filterwarnings("ignore", message=r".*Tensorflow Addons supports using Python ops.*")
     warnings.filterwarnings("ignore", category=DeprecationWarning)

@@ -18,6 +18,7 @@ import tensorflow as tf
 from utils import UserError, atomic_path
 
 CLASSIFIER_NAME = "classifier"
+BATCH_NORM_MOMENTUM = 0.9
 # Attributes written into weight files saved by this project, checked when loading them.
 _ATTR_MODEL = "elastic_trainer_model_name"
 _ATTR_CLASSES = "elastic_trainer_num_classes"
@@ -113,6 +114,13 @@ def _build_backbone(model_name: str, input_size: int, imagenet: bool) -> tf.kera
             f"Download {url or 'them'} elsewhere and place the file at {cache}, or train without "
             f"them: --weights none (random init) or --weights PATH (a file saved by this project, "
             f"e.g. a backbone pre-trained on embedded_shapes_source)") from None
+    # Keras averages BatchNorm statistics with momentum 0.99 (ResNet50) or 0.999
+    # (MobileNetV2): the averages trail the weights by hundreds to thousands of steps, longer
+    # than short on-device runs, and evaluation with such stale statistics is erratic (seen on
+    # MobileNetV2 here). Use 0.9, PyTorch's default; training itself is unaffected.
+    for layer in backbone.layers:
+        if isinstance(layer, tf.keras.layers.BatchNormalization):
+            layer.momentum = min(layer.momentum, BATCH_NORM_MOMENTUM)
     # Keras names some backbones after the input size (mobilenetv2_1.00_96); re-wrap the same
     # layers under a stable name so weight files load by name across input sizes.
     return tf.keras.Model(backbone.inputs, backbone.outputs, name=model_name)

@@ -6,7 +6,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import UserError, atomic_path, quiet_tensorflow, run_cli  # noqa: E402
+from utils import UserError, atomic_path, prepare_tensorflow_environment, run_cli  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -19,7 +19,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default="figures/{dataset_name}_samples.png",
                         help="output image (a .pdf is written beside it)")
     args = parser.parse_args(argv)
-    quiet_tensorflow()
+    prepare_tensorflow_environment()
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

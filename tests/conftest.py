@@ -7,9 +7,9 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import quiet_tensorflow  # noqa: E402
+from utils import prepare_tensorflow_environment  # noqa: E402
 
-quiet_tensorflow()
+prepare_tensorflow_environment()
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,9 @@ def test_each_model_builds_with_the_papers_head(model_name):
     if model_name != "vit":  # ViT's backbone already returns its class token
         assert layer_types[-3] == "GlobalAveragePooling2D"
     assert model.get_layer(models.CLASSIFIER_NAME).units == 7
+    batch_norms = [layer for layer in model.get_layer(model_name).layers
+                   if isinstance(layer, tf.keras.layers.BatchNormalization)]
+    assert all(layer.momentum <= models.BATCH_NORM_MOMENTUM for layer in batch_norms)
     logits = model(tf.random.uniform((2, 32, 32, 3), 0, 255), training=False)
     assert logits.shape == (2, 7) and np.all(np.isfinite(logits.numpy()))
 

@@ -1,0 +1,206 @@
+"""Pure functions of the profiler: op-stats table + step structure -> per-tensor timing table.
+
+No TensorFlow here: `profiler.py` measures and extracts the structure of the training step's
+graph; this module turns that into `t_dw` / `t_dy` per tensor (DESIGN.md §3) and reads and
+writes the profile files (§4).
+
+The structure says, for every backward or optimizer-update op of the training step, which
+trainable tensors' gradients it feeds (its "reach", from the gradient graph). In backward order
+(index 0 = nearest the loss):
+- an op that feeds one tensor only is that tensor's weight-gradient work (t_dw);
+- an op that feeds several tensors of one layer is split evenly between them (t_dw);
+- an op that feeds tensors of several layers carries the error gradient: it must run as soon
+  as the deepest selected tensor is at or below the shallowest layer it feeds, so it is charged
+  to t_dy of the tensor just above that layer. BatchNorm's fused gradient op is one such op:
+  it yields d_gamma, d_beta and d_input in one kernel that runs in full whenever the
+  BatchNorm is on the backward path, so its time is the path's (t_dy), and gamma/beta pay only
+  their optimizer update (t_dw);
+- an op that feeds every layer including the classifier's (the loss gradient) is part of any
+  non-empty step and stays unattributed.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from utils import UserError, read_json
+
+# Column ids of xprof's framework_op_stats table (labels differ between plugin versions).
+CSV_COLUMNS = ("rank", "host_or_device", "type", "operation", "occurrences", "total_time",
+               "avg_time", "total_self_time", "avg_self_time")
+PROFILE_KEYS = ("model_name", "input_size", "num_classes", "batch_size", "num_iterations",
+                "tensorflow_version", "device", "created", "T_fp_ms", "T_bp_ms", "T_full_ms",
+                "coverage", "tensors")
+
+
+def op_stats_to_csv(rows: Iterable[Mapping]) -> str:
+    """CSV text of op-stats rows (dicts keyed by CSV_COLUMNS)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def read_op_stats_csv(path: str) -> List[Dict]:
+    """Rows of an op-stats CSV written by `op_stats_to_csv`; UserError if corrupt."""
+    try:
+        with open(path, newline="", encoding="utf-8") as stream:
+            reader = csv.DictReader(stream)
+            missing = [c for c in ("type", "operation", "total_self_time") if c not in (reader.fieldnames or [])]
+            if missing:
+                raise UserError(f"op-stats table {path} lacks the column(s) {', '.join(missing)} "
+                                f"(truncated or not written by profiler.py?)")
+            rows = []
+            for line, row in enumerate(reader, start=2):
+                try:
+                    row["total_self_time"] = float(row["total_self_time"])
+                    row["occurrences"] = float(row.get("occurrences") or 0)
+                except (TypeError, ValueError):
+                    raise UserError(f"op-stats table {path} line {line} has no valid "
+                                    f"self-time (truncated or corrupt?)") from None
+                rows.append(row)
+    except FileNotFoundError:
+        raise UserError(f"op-stats table {path} does not exist") from None
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise UserError(f"op-stats table {path} is not a readable CSV: {error}") from None
+    if not rows:
+        raise UserError(f"op-stats table {path} has no rows")
+    return rows
+
+
+def _resolve(name: str, ops: Mapping[str, Mapping]) -> Optional[Mapping]:
+    """The structure entry for a traced op name; Grappler-made ops extend an original name."""
+    if name in ops:
+        return ops[name]
+    for cut in range(len(name) - 1, 0, -1):  # longest original name that prefixes it
+        if name[cut] in "/-_" and name[:cut] in ops:
+            return ops[name[:cut]]
+    return None
+
+
+def traced_steps(rows: Sequence[Mapping], structure: Mapping) -> int:
+    """How many training steps a table covers: the usual occurrence count of gradient ops."""
+    counts = Counter(int(float(row.get("occurrences") or 0)) for row in rows
+                     if _resolve(str(row["operation"]), structure["ops"]) is not None)
+    counts.pop(0, None)
+    if not counts:
+        raise UserError("the op-stats table holds no gradient ops of this model's tensors "
+                        "(was the trace recorded from this model's training step?)")
+    return counts.most_common(1)[0][0]
+
+
+def attribute_ops(rows: Sequence[Mapping], structure: Mapping
+                  ) -> Tuple[List[float], List[float], float, Dict[str, float]]:
+    """Per-tensor times (ms per step, op time, forward order) from op-stats rows.
+
+    Args:
+        rows: op-stats rows with "operation" names, "occurrences" and "total_self_time" (us).
+        structure: {"tensors": [names, forward order], "shapes": [...], "points": [layer id
+            per tensor], "ops": {op name: {"kind": "backward"|"update", "tensors": [indices]}}}.
+
+    Returns:
+        (t_dw, t_dy, gradient_ms, unattributed) with t_dw/t_dy in forward order (t_dy[k] is
+        tensor k's backward-order t_dy), gradient_ms the total backward+update op time per
+        step, and unattributed {op name: ms} for gradient work charged to no tensor.
+    """
+    iterations = traced_steps(rows, structure)
+    count = len(structure["tensors"])
+    points = list(structure["points"])
+    if len(points) != count:
+        raise ValueError("structure: one point per tensor expected")
+    backward = lambda k: count - 1 - k  # noqa: E731  forward index <-> backward index
+    first_of_point: Dict[object, int] = {}  # shallowest backward index of each point
+    for k in range(count - 1, -1, -1):
+        first_of_point.setdefault(points[k], backward(k))
+    t_dw, t_dy_backward = [0.0] * count, [0.0] * count
+    gradient_ms, unattributed = 0.0, {}
+    for row in rows:
+        name = str(row["operation"])
+        entry = _resolve(name, structure["ops"])
+        if entry is None:
+            continue  # forward pass or bookkeeping: measured as T_fp
+        ms = float(row["total_self_time"]) / 1000.0 / iterations
+        gradient_ms += ms
+        reach = sorted(set(int(k) for k in entry["tensors"]))
+        layers = {points[k] for k in reach}
+        if len(reach) == 1 or (reach and len(layers) == 1):
+            for k in reach:
+                t_dw[k] += ms / len(reach)
+            continue
+        if entry["kind"] == "backward" and reach:
+            shallowest = min(backward(k) for k in reach)
+            above = first_of_point[points[count - 1 - shallowest]] - 1
+            if above >= 0:
+                t_dy_backward[above] += ms
+                continue
+        unattributed[name] = unattributed.get(name, 0.0) + ms
+    t_dy = [t_dy_backward[backward(k)] for k in range(count)]
+    return t_dw, t_dy, gradient_ms, unattributed
+
+
+def timing_table(rows: Sequence[Mapping], structure: Mapping, *, T_fp_ms: float,
+                 T_full_ms: float, meta: Mapping) -> Dict:
+    """The profile dict of DESIGN.md §4 from op stats, step structure and wall-clock times.
+
+    Op times overlap (TensorFlow runs independent ops on several threads) and carry profiler
+    overhead, so they are scaled so that training every tensor predicts the measured full
+    step: T_fp + sum(t_dw + t_dy) = T_full. The scale factor is kept as "op_time_scale".
+    """
+    t_dw, t_dy, gradient_ms, unattributed = attribute_ops(rows, structure)
+    attributed_ms = sum(t_dw) + sum(t_dy)
+    T_bp_ms = T_full_ms - T_fp_ms
+    if attributed_ms <= 0 or T_bp_ms <= 0:
+        raise UserError(f"cannot calibrate: {attributed_ms:.3g} ms of attributed gradient ops "
+                        f"and a backward time of {T_bp_ms:.3g} ms")
+    scale = T_bp_ms / attributed_ms
+    tensors = [{"name": name, "shape": list(shape), "t_dw_ms": dw * scale, "t_dy_ms": dy * scale}
+               for name, shape, dw, dy in zip(structure["tensors"], structure["shapes"], t_dw, t_dy)]
+    worst = sorted(unattributed.items(), key=lambda item: -item[1])[:20]
+    return dict(meta, num_iterations=traced_steps(rows, structure), T_fp_ms=T_fp_ms, T_bp_ms=T_bp_ms,
+                T_full_ms=T_full_ms, coverage=attributed_ms / gradient_ms, op_time_scale=scale,
+                unattributed_ops={name: ms for name, ms in worst}, tensors=tensors)
+
+
+def profile_name(model_name: str, input_size: int, num_classes: int, batch_size: int) -> str:
+    """The original's file stem: <model>_<input>_<classes>_<batch>_profile."""
+    return f"{model_name}_{input_size}_{num_classes}_{batch_size}_profile"
+
+
+def load_profile(path: str) -> Dict:
+    """Read and check a timing table JSON; UserError naming what is wrong."""
+    profile = read_json(path, "profile")
+    if not isinstance(profile, dict):
+        raise UserError(f"profile {path} is not a JSON object (corrupt?)")
+    missing = [key for key in PROFILE_KEYS if key not in profile]
+    if missing:
+        raise UserError(f"profile {path} lacks {', '.join(missing)} (truncated or from another "
+                        f"tool?); re-create it with profiler.py --force")
+    tensors = profile["tensors"]
+    try:
+        bad = [t["name"] for t in tensors if not (float(t["t_dw_ms"]) >= 0 and float(t["t_dy_ms"]) >= 0)]
+        times_ok = float(profile["T_full_ms"]) > float(profile["T_fp_ms"]) >= 0
+    except (TypeError, KeyError, ValueError):
+        raise UserError(f"profile {path} has malformed tensor rows; re-create it with "
+                        f"profiler.py --force") from None
+    if bad or not times_ok or not tensors:
+        raise UserError(f"profile {path} has invalid times; re-create it with profiler.py --force")
+    return profile
+
+
+def check_profile_matches(profile: Mapping, path: str, *, model_name: str, input_size: int,
+                          num_classes: int, batch_size: int, tensor_names: Sequence[str],
+                          command: str) -> None:
+    """UserError unless `profile` was made for this model, input, classes, batch and tensors."""
+    wanted = dict(model_name=model_name, input_size=input_size, num_classes=num_classes,
+                  batch_size=batch_size)
+    wrong = [f"{key} {profile.get(key)!r} (need {value!r})" for key, value in wanted.items()
+             if profile.get(key) != value]
+    names = [t["name"] for t in profile["tensors"]]
+    if not wrong and names != list(tensor_names):
+        wrong.append(f"its {len(names)} tensors differ from the model's {len(tensor_names)}")
+    if wrong:
+        raise UserError(f"profile {path} does not match this run: {'; '.join(wrong)}. "
+                        f"Make the right one with: {command}")

@@ -1,0 +1,421 @@
+"""Tensor timing profiler: how long each trainable tensor adds to a training step, on this device.
+
+    python profiler.py --model_name resnet50 --input_size 224 --num_classes 200 --batch_size 4
+
+Records real training steps under the TensorFlow profiler (viewable in TensorBoard's Profile
+tab), converts the trace with xprof's `framework_op_stats` tool into the op-stats table
+(saved as CSV), maps every gradient and optimizer op to the tensors it serves from the
+structure of the step's gradient graph (no per-model name patterns), and saves per-tensor
+`t_dw` / `t_dy` with the measured forward, backward and full-step times as JSON.
+"""
+from utils import prepare_tensorflow_environment
+
+prepare_tensorflow_environment()  # before TensorFlow is imported
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import datetime  # noqa: E402
+import functools  # noqa: E402
+import glob  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import operator  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from typing import Callable, Dict, List, Optional, Sequence, Tuple  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import profile_tables  # noqa: E402
+from train_step import TrainStep, forward_function, make_optimizer  # noqa: E402
+from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli  # noqa: E402
+
+
+def tensor_points(model: tf.keras.Model) -> List[int]:
+    """For each trainable tensor, an id of the innermost layer that owns it (its "point")."""
+    owners: Dict[int, Tuple[int, int]] = {}
+    layers = [m for m in model.submodules if isinstance(m, tf.keras.layers.Layer)] + [model]
+    for layer in layers:
+        size = len(layer.trainable_weights)
+        for variable in layer.trainable_weights:
+            if id(variable) not in owners or size < owners[id(variable)][0]:
+                owners[id(variable)] = (size, id(layer))
+    ids: Dict[int, int] = {}
+    return [ids.setdefault(owners[id(v)][1], len(ids)) for v in model.trainable_weights]
+
+
+def step_structure(step: TrainStep, images: tf.Tensor, labels: tf.Tensor) -> Dict:
+    """Which trainable tensors each backward / update op of `step` serves, from its graph.
+
+    Forward ops are the ancestors of the loss. A backward op's reach is the set of gradient
+    outputs it (transitively) feeds. An update op is an optimizer op fed by gradients or by
+    the variables themselves (decoupled weight decay); it serves those variables.
+    """
+    graph = step.function.get_concrete_function(images, labels).graph
+    names = step.graph_names
+    operations = graph.get_operations()  # creation order is a topological order
+    forward, stack = set(), [graph.get_tensor_by_name(names["loss"]).op]
+    while stack:
+        op = stack.pop()
+        if op.name not in forward:
+            forward.add(op.name)
+            stack.extend([t.op for t in op.inputs] + list(op.control_inputs))
+    gradient_index = {name: k for k, name in enumerate(names["gradients"]) if name}
+    reach: Dict[str, int] = {}
+    for name, k in gradient_index.items():
+        producer = graph.get_tensor_by_name(name).op.name
+        reach[producer] = reach.get(producer, 0) | (1 << k)
+    for op in reversed(operations):
+        bits = reach.get(op.name, 0)
+        if bits:
+            for tensor in op.inputs:
+                reach[tensor.op.name] = reach.get(tensor.op.name, 0) | bits
+    handles = {id(v.handle): k for k, v in enumerate(step.variables)}
+    handle_ops = {internal.op.name: handles[id(external)] for external, internal in graph.captures
+                  if id(external) in handles}
+    carried: Dict[str, int] = {}  # tensor name -> variables whose update it is part of
+
+    def served(tensor: tf.Tensor) -> int:
+        if tensor.name in gradient_index:
+            return 1 << gradient_index[tensor.name]
+        if tensor.op.name in handle_ops:
+            return 1 << handle_ops[tensor.op.name]
+        return carried.get(tensor.name, 0)
+
+    update: Dict[str, int] = {}
+    for op in operations:
+        if op.name in forward or reach.get(op.name):
+            continue
+        inputs = [served(tensor) for tensor in op.inputs]
+        bits = functools.reduce(operator.or_, inputs, 0)
+        if op.type == "IdentityN":  # apply_gradients passes all gradients through one IdentityN
+            carried.update({out.name: value for out, value in zip(op.outputs, inputs)})
+        else:
+            carried.update({out.name: bits for out in op.outputs})
+        if bits:
+            update[op.name] = bits
+    bits_to_list = lambda bits: [k for k in range(len(step.variables)) if bits >> k & 1]  # noqa: E731
+    ops = {name: {"kind": "backward", "tensors": bits_to_list(bits)}
+           for name, bits in reach.items() if name not in forward}
+    ops.update({name: {"kind": "update", "tensors": bits_to_list(bits)} for name, bits in update.items()})
+    return {"tensors": [v.name for v in step.variables], "shapes": [v.shape.as_list() for v in step.variables],
+            "points": tensor_points(step.model), "ops": ops}
+
+
+def find_xplane(trace_dir: str) -> str:
+    """The newest `.xplane.pb` under a profiler log dir, or UserError."""
+    found = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)
+    if not found:
+        raise UserError(f"no .xplane.pb trace under {trace_dir}; record one with profiler.py "
+                        f"(without --from_trace) or point --from_trace at a TensorBoard profile log dir")
+    return max(found, key=os.path.getmtime)
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence C++ logging on file descriptor 2 (the xprof converter logs every call)."""
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def convert_trace(xplane_path: str) -> List[Dict]:
+    """Op-stats rows (dicts keyed by column id) of a trace, via xprof's framework_op_stats."""
+    try:
+        from xprof.convert import raw_to_tool_data
+    except ImportError:  # Python 3.9: the plugin before the xprof split
+        from tensorboard_plugin_profile.convert import raw_to_tool_data
+    with _quiet_stderr():
+        data, _ = raw_to_tool_data.xspace_to_tool_data([xplane_path], "framework_op_stats", {})
+    try:
+        table = json.loads(data)[0]
+    except (ValueError, IndexError, TypeError):
+        raise UserError(f"could not read the trace {xplane_path} (corrupt or truncated?)") from None
+    columns = [column["id"] for column in table["cols"]]
+    rows = [dict(zip(columns, (cell.get("v") if cell else None for cell in row["c"])))
+            for row in table["rows"]]
+    return [row for row in rows if row.get("type") != "IDLE"]
+
+
+def record_trace(step: TrainStep, forward: Callable, images: tf.Tensor, labels: tf.Tensor,
+                 logdir: str, iterations: int) -> str:
+    """Trace `iterations` full training steps and a few forward passes; return the .xplane.pb."""
+    os.makedirs(logdir, exist_ok=True)
+    tf.profiler.experimental.start(logdir)
+    try:
+        for _ in range(iterations):
+            step(images, labels)[0].numpy()
+        for _ in range(max(1, iterations // 2)):
+            forward(images, labels).numpy()
+    finally:
+        tf.profiler.experimental.stop()
+    return find_xplane(logdir)
+
+
+def _wall_times_ms(functions: Sequence[Callable[[], object]], repeats: int) -> List[float]:
+    """Median wall time of each function, timed interleaved (A B A B ...) so they share load."""
+    samples: List[List[float]] = [[] for _ in functions]
+    for _ in range(repeats):
+        for index, function in enumerate(functions):
+            start = time.perf_counter()
+            function()
+            samples[index].append((time.perf_counter() - start) * 1000.0)
+    return [float(np.median(s)) for s in samples]
+
+
+def device_name() -> str:
+    """A readable name of the device the profile was measured on."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        return tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as stream:
+            model = next((line.split(":", 1)[1].strip() for line in stream
+                          if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model} ({os.cpu_count()} logical cores)"
+
+
+def random_batch(model: tf.keras.Model, batch_size: int, seed: int = 0) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Random raw-pixel images and labels with the model's input and output shapes."""
+    generator = tf.random.Generator.from_seed(seed)
+    shape = [batch_size] + list(model.input_shape[1:])
+    images = generator.uniform(shape, 0, 255)
+    labels = generator.uniform([batch_size], 0, model.output_shape[-1], dtype=tf.int64)
+    return images, labels
+
+
+def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int = 5,
+                  repeats: int = 10, logdir: Optional[str] = None, csv_path: Optional[str] = None,
+                  optimizer: str = "sgd", meta: Optional[Dict] = None,
+                  from_trace: Optional[str] = None, seed: int = 0) -> Dict:
+    """Profile one training step of `model` (any Keras model built from standard layers).
+
+    Args:
+        model: the model; its weights are restored afterwards.
+        batch_size: examples per step (the input shape is the model's).
+        num_iterations: training steps recorded in the trace.
+        repeats: wall-clock repeats for T_fp and T_full (medians).
+        logdir: where the trace goes (TensorBoard profile log dir); a temp dir if None.
+        csv_path: where to save the op-stats table, if given.
+        optimizer: "sgd" (SGDW, momentum) or "adam"; its update is part of each tensor's t_dw.
+        meta: extra keys for the table (model_name, input_size, num_classes, ...).
+        from_trace: use the trace in this log dir instead of recording one.
+        seed: seed of the random batch.
+
+    Returns:
+        The timing table of DESIGN.md §4 (tensors in model.trainable_weights order).
+    """
+    if not model.trainable_weights:
+        raise UserError("the model has no trainable tensors: there is nothing to profile")
+    if batch_size < 1 or num_iterations < 1 or repeats < 1:
+        raise UserError("batch size, iterations and repeats must all be at least 1")
+    images, labels = random_batch(model, batch_size, seed)
+    snapshot = model.get_weights()
+    step = TrainStep(model, make_optimizer(optimizer, 1e-4, 5e-4, 1000).optimizer, model.trainable_weights)
+    forward = forward_function(model)
+    try:
+        for _ in range(2):  # trace both functions and warm caches up
+            step(images, labels)[0].numpy()
+            forward(images, labels).numpy()
+        T_fp_ms, T_full_ms = _wall_times_ms(
+            [lambda: forward(images, labels).numpy(), lambda: step(images, labels)[0].numpy()], repeats)
+        structure = step_structure(step, images, labels)
+        if from_trace:
+            xplane = find_xplane(from_trace)
+        else:
+            logdir = logdir or tempfile.mkdtemp(prefix="profile_trace_")
+            xplane = record_trace(step, forward, images, labels, logdir, num_iterations)
+        rows = convert_trace(xplane)
+    finally:
+        model.set_weights(snapshot)
+    if csv_path:
+        atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
+    meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
+                device=device_name(), optimizer=optimizer,
+                created=datetime.datetime.now().isoformat(timespec="seconds"))
+    return profile_tables.timing_table(rows, structure, T_fp_ms=T_fp_ms, T_full_ms=T_full_ms, meta=meta)
+
+
+def _random_masks(points: Sequence[int], count: int, rng: np.random.Generator) -> List[np.ndarray]:
+    """Random selections (forward order) spread over depths: a deepest tensor, then a random
+    fraction of the shallower ones."""
+    size = len(points)
+    masks = []
+    for _ in range(count):
+        deepest = int(rng.integers(size))  # forward index of the deepest selected tensor
+        mask = (rng.random(size) < rng.random()).astype(np.uint8)
+        mask[:deepest] = 0
+        mask[deepest] = 1
+        masks.append(mask)
+    return masks
+
+
+def predicted_step_ms(profile: Dict, mask: Sequence[int]) -> float:
+    """T_fp + T_bp(mask) from a timing table; mask in forward order."""
+    from selection_solver_DP import backward_time
+    t_dy = [t["t_dy_ms"] for t in reversed(profile["tensors"])]
+    t_dw = [t["t_dw_ms"] for t in reversed(profile["tensors"])]
+    return profile["T_fp_ms"] + float(backward_time(t_dy, t_dw, list(reversed(list(mask)))))
+
+
+def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, selections: int,
+                        steps: int = 10, optimizer: str = "sgd", seed: int = 0) -> List[Dict]:
+    """Train random selections and compare predicted with measured step times (a benchmark).
+
+    Besides `selections` random masks, times the classifier alone ("head") and every tensor
+    ("full"). Steps are timed interleaved across selections and the medians compared.
+    """
+    points = tensor_points(model)
+    head = np.array([p == points[-1] for p in points], dtype=np.uint8)
+    masks = [("head", head), ("full", np.ones(len(points), np.uint8))]
+    masks += [(f"random {i + 1}", m) for i, m in
+              enumerate(_random_masks(points, selections, np.random.default_rng(seed)))]
+    images, labels = random_batch(model, batch_size, seed)
+    snapshot = model.get_weights()
+    setup = make_optimizer(optimizer, 1e-4, 5e-4, 1000)
+    try:
+        trainers = [TrainStep(model, setup.optimizer, [w for w, k in zip(model.trainable_weights, m) if k])
+                    for _, m in masks]
+        for trainer in trainers:
+            for _ in range(2):
+                trainer(images, labels)[0].numpy()
+        measured = _wall_times_ms([lambda t=t: t(images, labels)[0].numpy() for t in trainers], steps)
+    finally:
+        model.set_weights(snapshot)
+    results = []
+    for (label, mask), actual in zip(masks, measured):
+        predicted = predicted_step_ms(profile, mask)
+        deepest = int(np.flatnonzero(mask)[0])
+        results.append(dict(selection=label, tensors=int(mask.sum()), depth=len(mask) - deepest,
+                            predicted_ms=predicted, measured_ms=actual,
+                            error=(predicted - actual) / actual))
+    return results
+
+
+def print_validation(results: List[Dict]) -> None:
+    """A table of predicted vs measured step times and the error summary."""
+    print(f"{'selection':<11}{'tensors':>8}{'depth':>7}{'predicted ms':>14}{'measured ms':>13}{'error':>8}")
+    for r in results:
+        print(f"{r['selection']:<11}{r['tensors']:>8}{r['depth']:>7}{r['predicted_ms']:>14.1f}"
+              f"{r['measured_ms']:>13.1f}{r['error']:>+8.1%}")
+    errors = np.abs([r["error"] for r in results])
+    print(f"relative error: median {np.median(errors):.1%}, max {np.max(errors):.1%} "
+          f"over {len(results)} selections")
+
+
+def plot_profile(profile: Dict, path: str) -> None:
+    """Bar chart of t_dw and t_dy per tensor, saved as PNG and PDF."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from utils import atomic_path
+
+    tensors = profile["tensors"]
+    index = np.arange(len(tensors))
+    figure, axis = plt.subplots(figsize=(max(6.0, len(tensors) * 0.05), 3.2))
+    axis.bar(index, [t["t_dw_ms"] for t in tensors], width=1.0, label="t_dw (weight gradient + update)")
+    axis.bar(index, [t["t_dy_ms"] for t in tensors], width=1.0, bottom=[t["t_dw_ms"] for t in tensors],
+             label="t_dy (error gradient to the next tensor)", alpha=0.8)
+    axis.set_xlabel("tensor (model.trainable_weights order: input ... classifier)")
+    axis.set_ylabel("ms per step")
+    axis.set_title(f"{profile.get('model_name', 'model')} {profile.get('input_size', '')} px, batch "
+                   f"{profile['batch_size']}: T_fp {profile['T_fp_ms']:.0f} ms, T_full "
+                   f"{profile['T_full_ms']:.0f} ms on {profile['device']}", fontsize=8)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    for target in (path, os.path.splitext(path)[0] + ".pdf"):
+        with atomic_path(target) as temporary:
+            figure.savefig(temporary, dpi=120)
+    plt.close(figure)
+
+
+def profile_command(model_name: str, input_size: int, num_classes: int, batch_size: int) -> str:
+    """The command that makes the profile a training run needs."""
+    return (f"python profiler.py --model_name {model_name} --input_size {input_size} "
+            f"--num_classes {num_classes} --batch_size {batch_size}")
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    import models
+    parser = argparse.ArgumentParser(
+        description="Measure per-tensor training times (t_dw, t_dy) of a model on this device.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model_name", default="resnet50", choices=list(models.MODELS),
+                        help="model to profile (the registry of main.py)")
+    parser.add_argument("--input_size", type=int, default=224, help="input image side in pixels")
+    parser.add_argument("--num_classes", type=positive_int, default=200,
+                        help="classifier size; must match the dataset you will train on")
+    parser.add_argument("--batch_size", type=positive_int, default=4,
+                        help="batch size; must match training (--batch_size of main.py)")
+    parser.add_argument("--weights", default="none",
+                        help="initial weights: none, imagenet or a .h5 path; timings do not "
+                             "depend on weight values, so the default needs no download")
+    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
+                        help="optimizer whose update is timed (use the one you train with)")
+    parser.add_argument("--num_iterations", type=positive_int, default=5,
+                        help="training steps recorded in the trace")
+    parser.add_argument("--repeats", type=positive_int, default=10,
+                        help="wall-clock repeats for the forward and full-step times")
+    parser.add_argument("--output_dir", default="profile_extracted", help="where profiles go")
+    parser.add_argument("--logdir", default="logs", help="where the trace goes (TensorBoard)")
+    parser.add_argument("--force", action="store_true", help="re-profile even if a profile exists")
+    parser.add_argument("--from_trace", default=None, metavar="DIR",
+                        help="map an existing trace (a profiler log dir) instead of recording one")
+    parser.add_argument("--validate", type=int, default=0, metavar="K",
+                        help="benchmark the time model: train K random selections (plus head-only "
+                             "and full) and compare predicted with measured step times")
+    parser.add_argument("--validate_steps", type=positive_int, default=10,
+                        help="timed steps per selection in --validate")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random batch and selections")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    import models
+    if args.validate < 0:
+        raise UserError("--validate must be 0 (off) or a number of random selections")
+    name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size)
+    json_path = os.path.join(args.output_dir, name + ".json")
+    model = models.build_model(args.model_name, args.num_classes, args.input_size, args.weights)
+    if os.path.exists(json_path) and not args.force:
+        profile = profile_tables.load_profile(json_path)
+        logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
+    else:
+        start = time.perf_counter()
+        profile = profile_model(
+            model, args.batch_size, num_iterations=args.num_iterations, repeats=args.repeats,
+            logdir=os.path.join(args.logdir, name), csv_path=os.path.join(args.output_dir, name + ".csv"),
+            optimizer=args.optimizer, from_trace=args.from_trace, seed=args.seed,
+            meta=dict(model_name=args.model_name, input_size=args.input_size, num_classes=args.num_classes))
+        atomic_write_json(json_path, profile)
+        plot_profile(profile, os.path.join("figures", name + ".png"))
+        logging.info("profiled %s in %.0f s: T_fp %.1f ms, T_bp %.1f ms, T_full %.1f ms, coverage %.1f%%",
+                     args.model_name, time.perf_counter() - start, profile["T_fp_ms"], profile["T_bp_ms"],
+                     profile["T_full_ms"], 100 * profile["coverage"])
+        logging.info("wrote %s, %s.csv and figures/%s.png; trace in %s (tensorboard --logdir %s)",
+                     json_path, os.path.join(args.output_dir, name), name,
+                     os.path.join(args.logdir, name), args.logdir)
+        if profile["coverage"] < 0.95:
+            logging.warning("only %.1f%% of gradient-op time was attributed; unattributed ops (ms/step): %s",
+                            100 * profile["coverage"], profile["unattributed_ops"])
+    if args.validate:
+        print_validation(validate_time_model(model, profile, args.batch_size, args.validate,
+                                             args.validate_steps, args.optimizer, args.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,190 @@
+"""The tensor timing profiler: pure mapping on a committed fixture, live profiles, bad input."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import profile_tables
+import profiler
+from utils import UserError, atomic_write_json
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+META = dict(model_name="tiny", input_size=32, num_classes=5, batch_size=8, tensorflow_version="2.15.1",
+            device="test", created="now")
+
+
+@pytest.fixture(scope="module")
+def fixture_table():
+    rows = profile_tables.read_op_stats_csv(os.path.join(FIXTURES, "tiny_cnn_op_stats.csv"))
+    with open(os.path.join(FIXTURES, "tiny_cnn_structure.json")) as stream:
+        structure = json.load(stream)
+    return rows, structure
+
+
+def _by_name(profile):
+    return {t["name"]: t for t in profile["tensors"]}
+
+
+def test_fixture_maps_every_tensor_in_forward_order(fixture_table):
+    rows, structure = fixture_table
+    profile = profile_tables.timing_table(rows, structure, T_fp_ms=2.0, T_full_ms=5.0, meta=META)
+    names = [t["name"] for t in profile["tensors"]]
+    assert names == ["conv1/kernel:0", "conv1/bias:0", "bn1/gamma:0", "bn1/beta:0", "conv2/kernel:0",
+                     "conv2/bias:0", "classifier/kernel:0", "classifier/bias:0"]
+    assert all(t["t_dw_ms"] >= 0 and t["t_dy_ms"] >= 0 for t in profile["tensors"])
+    assert profile["num_iterations"] == 5 and profile["coverage"] >= 0.95
+    # calibrated: training everything predicts the measured full step
+    total = sum(t["t_dw_ms"] + t["t_dy_ms"] for t in profile["tensors"])
+    assert total == pytest.approx(profile["T_full_ms"] - profile["T_fp_ms"])
+
+
+def test_fixture_time_model_structure(fixture_table):
+    rows, structure = fixture_table
+    tensors = _by_name(profile_tables.timing_table(rows, structure, T_fp_ms=2.0, T_full_ms=5.0, meta=META))
+    # Two tensors of one layer share a point: no error-gradient time between them. In backward
+    # order the bias comes first, so its t_dy (towards the kernel) is 0.
+    for layer in ("conv1", "conv2", "classifier"):
+        assert tensors[f"{layer}/bias:0"]["t_dy_ms"] == 0
+    assert tensors["bn1/beta:0"]["t_dy_ms"] == 0
+    # The deepest tensor has nothing below it to carry the error to.
+    assert tensors["conv1/kernel:0"]["t_dy_ms"] == 0
+    # conv2's input gradient, ReLU's and BatchNorm's fused gradient carry the error from conv2
+    # down to bn1: they are conv2's (deeper tensor's) t_dy, and the largest t_dy.
+    assert tensors["conv2/kernel:0"]["t_dy_ms"] == max(t["t_dy_ms"] for t in tensors.values()) > 0
+    assert tensors["classifier/kernel:0"]["t_dy_ms"] > 0  # its input-gradient MatMul
+    assert all(t["t_dw_ms"] > 0 for t in tensors.values())  # every tensor pays at least its update
+
+
+def test_fused_batch_norm_gradient_is_charged_to_the_path(fixture_table):
+    rows, structure = fixture_table
+    fused = [r for r in rows if r["operation"].endswith("bn1/FusedBatchNormGradV3")]
+    assert len(fused) == 1
+    without = [r for r in rows if r is not fused[0]]
+    t_dw, t_dy, _, _ = profile_tables.attribute_ops(rows, structure)
+    t_dw_without, t_dy_without, _, _ = profile_tables.attribute_ops(without, structure)
+    conv2_kernel = structure["tensors"].index("conv2/kernel:0")
+    expected_ms = fused[0]["total_self_time"] / 1000 / 5
+    assert t_dy[conv2_kernel] - t_dy_without[conv2_kernel] == pytest.approx(expected_ms)
+    assert t_dw == pytest.approx(t_dw_without)
+
+
+def test_profile_json_round_trips(fixture_table, tmp_path):
+    rows, structure = fixture_table
+    profile = profile_tables.timing_table(rows, structure, T_fp_ms=2.0, T_full_ms=5.0, meta=META)
+    path = str(tmp_path / "tiny.json")
+    atomic_write_json(path, profile)
+    assert profile_tables.load_profile(path) == json.loads(json.dumps(profile))
+
+
+def tiny_transformer() -> tf.keras.Model:
+    """Patches, one pre-norm transformer block (attention + MLP), pooling, classifier."""
+    inputs = tf.keras.Input((32, 32, 3))
+    x = tf.keras.layers.Conv2D(16, 8, strides=8, name="patches")(inputs)
+    x = tf.keras.layers.Reshape((16, 16))(x)
+    y = tf.keras.layers.LayerNormalization(name="norm1")(x)
+    y = tf.keras.layers.MultiHeadAttention(num_heads=2, key_dim=8, name="attention")(y, y)
+    x = tf.keras.layers.Add()([x, y])
+    y = tf.keras.layers.LayerNormalization(name="norm2")(x)
+    y = tf.keras.layers.Dense(32, activation="gelu", name="mlp1")(y)
+    y = tf.keras.layers.Dense(16, name="mlp2")(y)
+    x = tf.keras.layers.Add()([x, y])
+    x = tf.keras.layers.GlobalAveragePooling1D()(x)
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(5, name="classifier")(x))
+
+
+def nested_cnn() -> tf.keras.Model:
+    """A backbone model nested in an outer model, with a residual connection."""
+    inner_in = tf.keras.Input((32, 32, 3))
+    x = tf.keras.layers.Conv2D(8, 3, padding="same", name="stem")(inner_in)
+    y = tf.keras.layers.BatchNormalization(name="bn")(x)
+    y = tf.keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="branch")(y)
+    backbone = tf.keras.Model(inner_in, tf.keras.layers.Add()([x, y]), name="backbone")
+    inputs = tf.keras.Input((32, 32, 3))
+    x = tf.keras.layers.GlobalAveragePooling2D()(backbone(inputs))
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(4, name="classifier")(x))
+
+
+@pytest.mark.parametrize("build", [tiny_transformer, nested_cnn])
+def test_live_profile_of_any_keras_model(build, tmp_path):
+    tf.keras.utils.set_random_seed(0)
+    model = build()
+    before = [w.copy() for w in model.get_weights()]
+    profile = profiler.profile_model(model, 4, num_iterations=3, repeats=3, logdir=str(tmp_path / "trace"),
+                                     csv_path=str(tmp_path / "ops.csv"), meta={"model_name": build.__name__})
+    assert [t["name"] for t in profile["tensors"]] == [w.name for w in model.trainable_weights]
+    assert all(t["t_dw_ms"] >= 0 and t["t_dy_ms"] >= 0 for t in profile["tensors"])
+    assert profile["coverage"] >= 0.95, profile["unattributed_ops"]
+    assert profile["T_full_ms"] > profile["T_fp_ms"] > 0
+    points = profiler.tensor_points(model)
+    for k in range(len(points) - 1):  # shared points: no t_dy between (backward order) neighbours
+        if points[k] == points[k + 1]:
+            assert profile["tensors"][k + 1]["t_dy_ms"] == 0
+    for saved, now in zip(before, model.get_weights()):  # profiling restores the weights
+        np.testing.assert_array_equal(saved, now)
+    assert profile_tables.read_op_stats_csv(str(tmp_path / "ops.csv"))
+    assert profiler.find_xplane(str(tmp_path / "trace")).endswith(".xplane.pb")
+
+
+def test_cli_profiles_then_reuses(tmp_path, caplog):
+    arguments = ["--model_name", "mobilenetv2", "--input_size", "32", "--num_classes", "3",
+                 "--batch_size", "2", "--num_iterations", "2", "--repeats", "2",
+                 "--output_dir", str(tmp_path / "profiles"), "--logdir", str(tmp_path / "logs")]
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # the figure goes to ./figures
+    try:
+        assert profiler.main(arguments) == 0
+        path = tmp_path / "profiles" / "mobilenetv2_32_3_2_profile.json"
+        profile = profile_tables.load_profile(str(path))
+        assert len(profile["tensors"]) == 158 and profile["coverage"] >= 0.95
+        assert (tmp_path / "profiles" / "mobilenetv2_32_3_2_profile.csv").exists()
+        assert (tmp_path / "figures" / "mobilenetv2_32_3_2_profile.png").exists()
+        stamp = path.stat().st_mtime_ns
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            assert profiler.main(arguments) == 0
+        assert "reusing the existing profile" in caplog.text and path.stat().st_mtime_ns == stamp
+    finally:
+        os.chdir(cwd)
+
+
+def test_bad_inputs_are_user_errors(tmp_path):
+    empty = tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(2, trainable=False)])
+    with pytest.raises(UserError, match="no trainable tensors"):
+        profiler.profile_model(empty, 2)
+    model = nested_cnn()
+    with pytest.raises(UserError, match="at least 1"):
+        profiler.profile_model(model, 0)
+    with pytest.raises(UserError, match="no .xplane.pb trace under"):
+        profiler.profile_model(model, 2, repeats=1, from_trace=str(tmp_path))
+
+
+def test_corrupt_profile_files_are_refused(tmp_path):
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text('{"model_name": "resnet50", "tensors": [')
+    with pytest.raises(UserError, match="not valid JSON"):
+        profile_tables.load_profile(str(truncated))
+    partial = tmp_path / "partial.json"
+    partial.write_text('{"model_name": "resnet50"}')
+    with pytest.raises(UserError, match="lacks .*T_fp_ms"):
+        profile_tables.load_profile(str(partial))
+    csv_file = tmp_path / "ops.csv"
+    csv_file.write_text("rank,type,operation,total_self_time\n1,Conv2D,conv,not-a-number\n")
+    with pytest.raises(UserError, match="line 2 has no valid self-time"):
+        profile_tables.read_op_stats_csv(str(csv_file))
+    csv_file.write_text("hello\n")
+    with pytest.raises(UserError, match="lacks the column"):
+        profile_tables.read_op_stats_csv(str(csv_file))
+
+
+def test_profile_must_match_the_run():
+    profile = {**META, "tensors": [{"name": "a"}, {"name": "b"}]}
+    profile_tables.check_profile_matches(profile, "p.json", model_name="tiny", input_size=32, num_classes=5,
+                                         batch_size=8, tensor_names=["a", "b"], command="python profiler.py")
+    with pytest.raises(UserError, match=r"batch_size 8 \(need 4\).*Make the right one with: python prof"):
+        profile_tables.check_profile_matches(profile, "p.json", model_name="tiny", input_size=32,
+                                             num_classes=5, batch_size=4, tensor_names=["a", "b"],
+                                             command="python profiler.py")

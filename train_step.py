@@ -1,0 +1,115 @@
+"""The compiled training step shared by training, profiling and the profiler's validation.
+
+One `TrainStep` trains one fixed list of variables. Gradients are taken only for those
+variables: the tape watches just them, so the traced graph stops at the deepest selected
+tensor instead of computing (and pruning) gradient ops for the whole model.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+import tensorflow_addons as tfa
+
+MOMENTUM = 0.9
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclasses.dataclass
+class OptimizerSetup:
+    """An optimizer and the schedules it follows (read them to log the current values)."""
+
+    optimizer: tf.keras.optimizers.legacy.Optimizer
+    learning_rate: tf.keras.optimizers.schedules.LearningRateSchedule
+    weight_decay: Optional[tf.keras.optimizers.schedules.LearningRateSchedule]
+
+
+def make_optimizer(name: str, learning_rate: float, weight_decay: float,
+                   total_steps: int) -> OptimizerSetup:
+    """The paper's optimizer: SGDW (momentum 0.9) with cosine decay of lr and lr*weight_decay.
+
+    Args:
+        name: "sgd" (tensorflow-addons SGDW, decoupled weight decay) or "adam" (for ViT).
+        learning_rate: initial learning rate.
+        weight_decay: decoupled weight decay factor; the decay applied is lr * weight_decay,
+            decayed on the same cosine schedule as the learning rate. Ignored for Adam.
+        total_steps: steps until the schedules reach zero.
+    """
+    steps = max(int(total_steps), 1)
+    lr_schedule = tf.keras.optimizers.schedules.CosineDecay(learning_rate, steps)
+    if name == "sgd":
+        wd_schedule = tf.keras.optimizers.schedules.CosineDecay(learning_rate * weight_decay, steps)
+        optimizer = tfa.optimizers.SGDW(weight_decay=wd_schedule, learning_rate=lr_schedule,
+                                        momentum=MOMENTUM)
+        return OptimizerSetup(optimizer, lr_schedule, wd_schedule)
+    if name == "adam":
+        return OptimizerSetup(tf.keras.optimizers.legacy.Adam(lr_schedule), lr_schedule, None)
+    raise ValueError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}")
+
+
+def classification_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """Mean sparse categorical cross-entropy on logits."""
+    return tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+        labels, logits, from_logits=True))
+
+
+Penalty = Callable[[], tf.Tensor]
+
+
+class TrainStep:
+    """A tf.function that trains `variables` on one batch and returns (loss, logits).
+
+    Tracing records the graph names of the loss and of each gradient in `self.graph_names`;
+    the profiler reads them to map the step's ops to tensors.
+    """
+
+    def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer,
+                 variables: Sequence[tf.Variable], penalty: Optional[Penalty] = None):
+        self.model = model
+        self.optimizer = optimizer
+        self.variables = list(variables)
+        self.penalty = penalty
+        self.graph_names: Dict[str, object] = {}
+        self.function = tf.function(self._step)
+
+    def _step(self, images: tf.Tensor, labels: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(self.variables)
+            logits = self.model(images, training=True)
+            loss = classification_loss(labels, logits)
+            objective = loss + self.penalty() if self.penalty is not None else loss
+        gradients = tape.gradient(objective, self.variables)
+        self.graph_names = {"loss": objective.name, "gradients": [_tensor_name(g) for g in gradients]}
+        self.optimizer.apply_gradients(
+            [(g, v) for g, v in zip(gradients, self.variables) if g is not None])
+        return loss, logits
+
+    def __call__(self, images: tf.Tensor, labels: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        return self.function(images, labels)
+
+
+def _tensor_name(gradient) -> Optional[str]:
+    if gradient is None:
+        return None
+    if isinstance(gradient, tf.IndexedSlices):
+        return gradient.values.name
+    return gradient.name
+
+
+def forward_function(model: tf.keras.Model) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """A tf.function running the training-mode forward pass and the loss (no gradients)."""
+
+    @tf.function
+    def forward(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        return classification_loss(labels, model(images, training=True))
+
+    return forward
+
+
+def variables_by_mask(model: tf.keras.Model, mask: Sequence[int]) -> List[tf.Variable]:
+    """The trainable variables selected by a 0/1 mask in model.trainable_weights order."""
+    weights = model.trainable_weights
+    if len(mask) != len(weights):
+        raise ValueError(f"mask has {len(mask)} entries, the model {len(weights)} trainable tensors")
+    return [w for w, keep in zip(weights, mask) if keep]
