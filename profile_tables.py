@@ -169,6 +169,12 @@ def profile_name(model_name: str, input_size: int, num_classes: int, batch_size:
     return f"{model_name}_{input_size}_{num_classes}_{batch_size}_profile"
 
 
+def profile_command(model_name: str, input_size: int, num_classes: int, batch_size: int) -> str:
+    """The command that makes the profile a training run needs."""
+    return (f"python profiler.py --model_name {model_name} --input_size {input_size} "
+            f"--num_classes {num_classes} --batch_size {batch_size}")
+
+
 def load_profile(path: str) -> Dict:
     """Read and check a timing table JSON; UserError naming what is wrong."""
     profile = read_json(path, "profile")
@@ -191,16 +197,16 @@ def load_profile(path: str) -> Dict:
 
 
 def check_profile_matches(profile: Mapping, path: str, *, model_name: str, input_size: int,
-                          num_classes: int, batch_size: int, tensor_names: Sequence[str],
+                          num_classes: int, batch_size: int, tensor_shapes: Sequence[Sequence[int]],
                           command: str) -> None:
     """UserError unless `profile` was made for this model, input, classes, batch and tensors."""
     wanted = dict(model_name=model_name, input_size=input_size, num_classes=num_classes,
                   batch_size=batch_size)
     wrong = [f"{key} {profile.get(key)!r} (need {value!r})" for key, value in wanted.items()
              if profile.get(key) != value]
-    names = [t["name"] for t in profile["tensors"]]
-    if not wrong and names != list(tensor_names):
-        wrong.append(f"its {len(names)} tensors differ from the model's {len(tensor_names)}")
+    shapes = [list(t.get("shape", [])) for t in profile["tensors"]]
+    if not wrong and shapes != [list(s) for s in tensor_shapes]:
+        wrong.append(f"its {len(shapes)} tensors differ from the model's {len(tensor_shapes)}")
     if wrong:
         raise UserError(f"profile {path} does not match this run: {'; '.join(wrong)}. "
                         f"Make the right one with: {command}")

@@ -30,6 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import models  # noqa: E402
 import profile_tables  # noqa: E402
 from train_step import TrainStep, forward_function, make_optimizer  # noqa: E402
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli  # noqa: E402
@@ -37,15 +38,8 @@ from utils import UserError, atomic_write_json, atomic_write_text, positive_int,
 
 def tensor_points(model: tf.keras.Model) -> List[int]:
     """For each trainable tensor, an id of the innermost layer that owns it (its "point")."""
-    owners: Dict[int, Tuple[int, int]] = {}
-    layers = [m for m in model.submodules if isinstance(m, tf.keras.layers.Layer)] + [model]
-    for layer in layers:
-        size = len(layer.trainable_weights)
-        for variable in layer.trainable_weights:
-            if id(variable) not in owners or size < owners[id(variable)][0]:
-                owners[id(variable)] = (size, id(layer))
     ids: Dict[int, int] = {}
-    return [ids.setdefault(owners[id(v)][1], len(ids)) for v in model.trainable_weights]
+    return [ids.setdefault(id(layer), len(ids)) for layer in models.owner_layers(model)]
 
 
 def step_structure(step: TrainStep, images: tf.Tensor, labels: tf.Tensor) -> Dict:
@@ -341,14 +335,7 @@ def plot_profile(profile: Dict, path: str) -> None:
     plt.close(figure)
 
 
-def profile_command(model_name: str, input_size: int, num_classes: int, batch_size: int) -> str:
-    """The command that makes the profile a training run needs."""
-    return (f"python profiler.py --model_name {model_name} --input_size {input_size} "
-            f"--num_classes {num_classes} --batch_size {batch_size}")
-
-
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    import models
     parser = argparse.ArgumentParser(
         description="Measure per-tensor training times (t_dw, t_dy) of a model on this device.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -384,7 +371,6 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    import models
     if args.validate < 0:
         raise UserError("--validate must be 0 (off) or a number of random selections")
     name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size)

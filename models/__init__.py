@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import h5py
 import tensorflow as tf
@@ -164,6 +164,18 @@ def build_model(model_name: str, num_classes: int, input_size: int,
     if weights_mode not in ("imagenet", "none"):
         load_weights(model, weights_mode, model_name, num_classes, input_size)
     return model
+
+
+def owner_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:
+    """For each trainable tensor (model.trainable_weights order), the innermost layer owning it."""
+    owners: Dict[int, tf.keras.layers.Layer] = {}
+    layers = [m for m in model.submodules if isinstance(m, tf.keras.layers.Layer)] + [model]
+    for layer in layers:
+        for variable in layer.trainable_weights:
+            current = owners.get(id(variable))
+            if current is None or len(layer.trainable_weights) < len(current.trainable_weights):
+                owners[id(variable)] = layer
+    return [owners[id(v)] for v in model.trainable_weights]
 
 
 def save_weights(model: tf.keras.Model, path: str, model_name: str, num_classes: int,

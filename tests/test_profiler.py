@@ -181,10 +181,11 @@ def test_corrupt_profile_files_are_refused(tmp_path):
 
 
 def test_profile_must_match_the_run():
-    profile = {**META, "tensors": [{"name": "a"}, {"name": "b"}]}
-    profile_tables.check_profile_matches(profile, "p.json", model_name="tiny", input_size=32, num_classes=5,
-                                         batch_size=8, tensor_names=["a", "b"], command="python profiler.py")
+    profile = {**META, "tensors": [{"name": "a", "shape": [3]}, {"name": "b", "shape": [2, 2]}]}
+    arguments = dict(model_name="tiny", input_size=32, num_classes=5, batch_size=8,
+                     tensor_shapes=[[3], [2, 2]], command="python profiler.py")
+    profile_tables.check_profile_matches(profile, "p.json", **arguments)
     with pytest.raises(UserError, match=r"batch_size 8 \(need 4\).*Make the right one with: python prof"):
-        profile_tables.check_profile_matches(profile, "p.json", model_name="tiny", input_size=32,
-                                             num_classes=5, batch_size=4, tensor_names=["a", "b"],
-                                             command="python profiler.py")
+        profile_tables.check_profile_matches(profile, "p.json", **{**arguments, "batch_size": 4})
+    with pytest.raises(UserError, match="its 2 tensors differ from the model's 1"):
+        profile_tables.check_profile_matches(profile, "p.json", **{**arguments, "tensor_shapes": [[3]]})

@@ -1,0 +1,169 @@
+"""Train a model with one of the paper's schemes, e.g. ElasticTrainer at half the step time:
+
+    python main.py --model_name resnet50 --dataset_name caltech_birds2011 \
+                   --train_type elastic_training --rho 0.5
+
+Flags, names and defaults follow the original ElasticTrainer CLI.
+"""
+from utils import prepare_tensorflow_environment
+
+prepare_tensorflow_environment()  # before TensorFlow is imported
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from typing import Optional, Sequence  # noqa: E402
+
+import tensorflow as tf  # noqa: E402
+
+import data  # noqa: E402
+import models  # noqa: E402
+import profile_tables  # noqa: E402
+from run_outputs import RunOutputs, unique_run_name  # noqa: E402
+from train import SCHEMES, TrainConfig, load_profile_for, train  # noqa: E402
+from train_step import OPTIMIZERS  # noqa: E402
+from utils import UserError, positive_int, run_cli, str2bool  # noqa: E402
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Train a model on a dataset with one of ElasticTrainer's schemes.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    flag = parser.add_argument
+    flag("--model_name", default="resnet50", choices=list(models.MODELS), help="model to train")
+    flag("--dataset_name", default="caltech_birds2011", choices=list(data.DATASETS),
+         help="dataset; embedded_shapes works offline (see README)")
+    flag("--train_type", default="full_training", choices=list(SCHEMES),
+         help="training scheme: elastic_training is ElasticTrainer, the others the paper's "
+              "baselines and ablations")
+    flag("--input_size", type=int, default=224, help="input image side in pixels")
+    flag("--batch_size", type=positive_int, default=4, help="training batch size")
+    flag("--num_classes", type=positive_int, default=None,
+         help="classifier size (default: the dataset's; a different value is an error)")
+    flag("--optimizer", default="sgd", choices=OPTIMIZERS,
+         help="sgd: SGDW, momentum 0.9, cosine-decayed lr and weight decay; adam: for ViT")
+    flag("--learning_rate", type=float, default=1e-4, help="initial learning rate")
+    flag("--weight_decay", type=float, default=5e-4,
+         help="decoupled weight decay factor (the decay is lr * weight_decay; sgd only)")
+    flag("--num_epochs", type=positive_int, default=12, help="epochs to train")
+    flag("--run_name", default=None,
+         help="name of the run's logs (default: <model>_<dataset>_<train_type>[_rho<rho>]; a "
+              "numeric suffix is added if logs of that name exist)")
+    flag("--save_model", type=str2bool, nargs="?", const=True, default=False,
+         help="save the best weights to saved_models/<run_name>.h5 (true/false)")
+    flag("--save_txt", type=str2bool, nargs="?", const=True, default=False,
+         help="write <logdir>/<run_name>.txt: training hours, best accuracy, step-time ratios")
+    flag("--interval", type=float, default=4,
+         help="elastic schemes: epochs between re-selections (fractions allowed, e.g. 0.5)")
+    flag("--rho", type=float, default=0.533,
+         help="elastic schemes: wanted training-step time as a fraction of a full step, (0, 1]")
+    flag("--weights", default="imagenet",
+         help="initial weights: imagenet (downloads once), none (random) or a .h5 path saved "
+              "by this project (e.g. --save_model of a run on embedded_shapes_source)")
+    flag("--data_dir", default=None,
+         help="TFDS data dir (default ~/tensorflow_datasets); the root folder for image_folder")
+    flag("--seed", type=int, default=0, help="seed of weights init, shuffling and augmentation")
+    flag("--profile", default=None,
+         help="timing profile for elastic schemes (default: profile_extracted/"
+              "<model>_<input>_<classes>_<batch>_profile.json, made by profiler.py)")
+    flag("--probe_batches", type=positive_int, default=1,
+         help="elastic_training: batches averaged for each importance evaluation (paper: 1)")
+    flag("--recalibrate", type=int, default=0, metavar="K",
+         help="elastic schemes: every K selections, re-measure forward and full-step times "
+              "live instead of trusting the profile forever (0: never)")
+    flag("--logdir", default="logs", help="TensorBoard logs go to <logdir>/<run_name>")
+    return parser.parse_args(argv)
+
+
+def resolve_config(args: argparse.Namespace) -> TrainConfig:
+    """Check the flags and fill in what depends on others; UserError for bad combinations."""
+    if not 0 < args.rho <= 1:
+        raise UserError(f"--rho must be in (0, 1] (a fraction of the full step time), got {args.rho}")
+    if not (args.interval > 0 and math.isfinite(args.interval)):
+        raise UserError(f"--interval must be a positive number of epochs, got {args.interval}")
+    if args.learning_rate <= 0 or args.weight_decay < 0:
+        raise UserError("--learning_rate must be > 0 and --weight_decay >= 0")
+    if args.recalibrate < 0:
+        raise UserError("--recalibrate must be 0 (never) or a number of selections")
+    models.check_input_size(args.model_name, args.input_size)
+    num_classes = data.resolve_num_classes(args.dataset_name, args.num_classes, args.data_dir)
+    elastic = SCHEMES[args.train_type].needs_profile
+    run_name = args.run_name or "_".join(
+        [args.model_name, args.dataset_name, args.train_type] + ([f"rho{args.rho:g}"] if elastic else []))
+    profile = args.profile or os.path.join("profile_extracted", profile_tables.profile_name(
+        args.model_name, args.input_size, num_classes, args.batch_size) + ".json")
+    if args.model_name == "vit" and args.optimizer == "sgd":
+        logging.info("note: the paper trained ViT with --optimizer adam")
+    _check_writable(args.logdir)
+    return TrainConfig(
+        model_name=args.model_name, dataset_name=args.dataset_name, train_type=args.train_type,
+        input_size=args.input_size, batch_size=args.batch_size, num_classes=num_classes,
+        optimizer=args.optimizer, learning_rate=args.learning_rate, weight_decay=args.weight_decay,
+        num_epochs=args.num_epochs, run_name=unique_run_name(args.logdir, run_name),
+        save_model=args.save_model, save_txt=args.save_txt, interval=args.interval, rho=args.rho,
+        weights=args.weights, data_dir=args.data_dir, seed=args.seed, profile=profile,
+        probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate)
+
+
+def _check_writable(directory: str) -> None:
+    try:
+        os.makedirs(directory, exist_ok=True)
+        probe = os.path.join(directory, f".write_test_{os.getpid()}")
+        with open(probe, "w") as stream:
+            stream.write("ok")
+        os.remove(probe)
+    except OSError as error:
+        raise UserError(f"cannot write to --logdir {directory} ({error.strerror}); choose a "
+                        f"writable directory") from None
+
+
+def report(summary: dict, txt_path: Optional[str]) -> None:
+    """Print the run's summary."""
+    achieved, target = summary["step_time_ratio_achieved"], summary["step_time_ratio_target"]
+    speed = (f"step time {achieved:.3f} x the profiled full step ({1 / achieved:.2f}x faster)"
+             if math.isfinite(achieved) else "step time vs full step: n/a (no matching profile)")
+    if math.isfinite(target) and math.isfinite(achieved):
+        speed += f"; target {target:.3f} ({1 / target:.2f}x)"
+    lines = [f"Training type:        {summary['train_type']}",
+             f"Best test accuracy:   {100 * summary['best_test_accuracy']:.2f} %",
+             f"Training wall time:   {summary['train_time_hours']:.4f} h "
+             f"({summary['train_seconds']:.1f} s, validation excluded)",
+             f"Speed:                {speed}"]
+    if summary["selection_overhead_share"]:
+        lines.append(f"Selection overhead:   {100 * summary['selection_overhead_share']:.2f} % of training time")
+    if txt_path:
+        lines.append(f"Summary file:         {txt_path}")
+    print("=" * 62, *lines, "=" * 62, sep="\n")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
+    config = resolve_config(args)
+    tf.keras.utils.set_random_seed(config.seed)
+    model = models.build_model(config.model_name, config.num_classes, config.input_size, config.weights)
+    if SCHEMES[config.train_type].needs_profile:
+        profile = load_profile_for(config, model)
+    else:  # only to report the achieved step time relative to a full step
+        try:
+            profile = load_profile_for(config, model)
+        except UserError:
+            profile = None
+    train_data = data.load(config.dataset_name, "train", config.batch_size, config.input_size,
+                           config.data_dir, seed=config.seed)
+    test_data = data.load(config.dataset_name, "test", config.batch_size, config.input_size, config.data_dir)
+    steps_per_epoch = data.steps_per_epoch(config.dataset_name, config.batch_size, config.data_dir)
+    if steps_per_epoch < 1:
+        raise UserError(f"--batch_size {config.batch_size} exceeds the training split of {config.dataset_name}")
+    outputs = RunOutputs(config.logdir, config.run_name, config.model_name, config.num_classes, config.input_size)
+    logging.info("run %s: logs in %s (tensorboard --logdir %s)", config.run_name, outputs.run_dir, config.logdir)
+    summary = train(config, model, train_data, test_data, steps_per_epoch, outputs, profile)
+    report(summary, outputs.summary(summary, config.save_txt))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,104 @@
+"""End to end through main.py on the embedded dataset, and the CLI's answers to bad input."""
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing import event_accumulator
+
+import main
+import profiler
+from utils import run_cli
+
+BASE = ["--model_name", "mobilenetv2", "--dataset_name", "embedded_shapes", "--input_size", "32",
+        "--batch_size", "64", "--weights", "none", "--num_epochs", "1", "--learning_rate", "0.01"]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, tfds_dir):
+    """A working directory with a profile of mobilenetv2 at 32 px for the embedded task."""
+    directory = tmp_path_factory.mktemp("run")
+    cwd = os.getcwd()
+    os.chdir(directory)
+    try:
+        assert profiler.main(["--model_name", "mobilenetv2", "--input_size", "32", "--num_classes", "64",
+                              "--batch_size", "64", "--num_iterations", "2", "--repeats", "3"]) == 0
+    finally:
+        os.chdir(cwd)
+    return directory
+
+
+def run(workdir, tfds_dir, *arguments) -> int:
+    cwd = os.getcwd()
+    os.chdir(workdir)
+    try:
+        return run_cli(main.main, BASE + ["--data_dir", tfds_dir] + list(arguments))
+    finally:
+        os.chdir(cwd)
+
+
+def _tags(run_dir: str):
+    accumulator = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0, "images": 0})
+    accumulator.Reload()
+    return set(accumulator.Tags()["tensors"]) | set(accumulator.Tags()["images"]), accumulator
+
+
+def test_one_epoch_of_elastic_training_end_to_end(workdir, tfds_dir):
+    assert run(workdir, tfds_dir, "--train_type", "elastic_training", "--rho", "0.6", "--interval", "0.5",
+               "--save_txt", "true", "--save_model", "true", "--run_name", "e2e") == 0
+    run_dir = workdir / "logs" / "e2e"
+    tags, accumulator = _tags(str(run_dir))
+    expected = {"train/accuracy", "train/classification_loss", "train/learning_rate", "test/accuracy",
+                "test/classification_loss", "time/step_ms", "elastic/selected_fraction",
+                "elastic/target_vs_achieved", "elastic/selection_masks"}
+    assert expected <= tags, expected - tags
+    assert len(accumulator.Tensors("elastic/selected_fraction")) == 2  # selections at 0 and 0.5 epochs
+    numbers = np.loadtxt(workdir / "logs" / "e2e.txt")
+    assert numbers.shape == (4,) and 0 <= numbers[1] <= 100 and numbers[3] == pytest.approx(0.6)
+    assert (workdir / "saved_models" / "e2e.h5").exists()
+    assert (run_dir / "config.json").exists() and (run_dir / "summary.json").exists()
+
+
+def test_a_baseline_runs_and_run_names_never_overwrite(workdir, tfds_dir):
+    for _ in range(2):
+        assert run(workdir, tfds_dir, "--train_type", "traditional_tl_training") == 0
+    names = sorted(os.path.basename(p) for p in glob.glob(str(workdir / "logs" / "mobilenetv2_*traditional*")))
+    assert names == ["mobilenetv2_embedded_shapes_traditional_tl_training",
+                     "mobilenetv2_embedded_shapes_traditional_tl_training_2"]
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--train_type", "elastic_training", "--rho", "0"], "--rho must be in (0, 1]"),
+    (["--train_type", "elastic_training", "--rho", "1.5"], "--rho must be in (0, 1]"),
+    (["--train_type", "elastic_training", "--rho", "0.05"], "the smallest feasible rho for this profile is"),
+    (["--train_type", "elastic_training", "--interval", "0"], "--interval must be a positive number"),
+    (["--train_type", "elastic_training", "--batch_size", "32"],
+     "does not exist. Make it with: python profiler.py --model_name mobilenetv2 --input_size 32 "
+     "--num_classes 64 --batch_size 32"),
+    (["--num_classes", "10"], "--num_classes 10 contradicts embedded_shapes, which has 64"),
+    (["--logdir", "/proc/no_such_dir"], "cannot write to --logdir /proc/no_such_dir"),
+])
+def test_bad_input_is_one_clear_message(workdir, tfds_dir, capsys, arguments, message):
+    assert run(workdir, tfds_dir, *arguments) == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+
+
+def test_profile_of_another_model_is_refused(workdir, tfds_dir, capsys):
+    other = workdir / "profile_extracted" / "mobilenetv2_32_64_64_profile.json"
+    assert run(workdir, tfds_dir, "--train_type", "elastic_training", "--model_name", "vgg16",
+               "--profile", str(other)) == 2
+    error = capsys.readouterr().err
+    assert "does not match this run: model_name 'mobilenetv2' (need 'vgg16')" in error
+    assert "python profiler.py --model_name vgg16" in error
+
+
+@pytest.mark.parametrize("arguments", [["--train_type", "magic_training"], ["--num_epochs", "0"],
+                                       ["--save_model", "maybe"]])
+def test_argument_errors_exit_2(workdir, tfds_dir, arguments, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run(workdir, tfds_dir, *arguments)
+    assert exit_info.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err

@@ -1,0 +1,202 @@
+"""Training schemes, the importance probe, the step cache and the loop on a tiny model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import train
+from run_outputs import RunOutputs
+from train_step import make_optimizer
+from utils import UserError
+
+TENSORS = ["conv/kernel:0", "conv/bias:0", "bn/gamma:0", "bn/beta:0", "conv2/kernel:0",
+           "norm/gamma:0", "norm/beta:0", "classifier/kernel:0", "classifier/bias:0"]
+
+
+def tiny_model() -> tf.keras.Model:
+    inputs = tf.keras.Input((16, 16, 3))
+    x = tf.keras.layers.Conv2D(4, 3, name="conv")(inputs)
+    x = tf.keras.layers.BatchNormalization(name="bn")(x)
+    x = tf.keras.layers.ReLU()(x)
+    x = tf.keras.layers.Conv2D(6, 3, use_bias=False, name="conv2")(x)
+    x = tf.keras.layers.GlobalAveragePooling2D()(x)
+    x = tf.keras.layers.LayerNormalization(name="norm")(x)
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="classifier")(x))
+
+
+def tiny_data(batches: int = 4, batch_size: int = 8, seed: int = 0) -> tf.data.Dataset:
+    rng = np.random.default_rng(seed)
+    images = rng.uniform(0, 255, (batches * batch_size, 16, 16, 3)).astype(np.float32)
+    labels = rng.integers(0, 3, batches * batch_size)
+    return tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch_size, drop_remainder=True)
+
+
+def tiny_profile(model: tf.keras.Model, batch_size: int = 8) -> dict:
+    """A hand-made timing table: deeper tensors cost more to reach."""
+    tensors = [{"name": w.name, "shape": w.shape.as_list(), "t_dw_ms": 1.0, "t_dy_ms": 0.0 if k % 2 else 2.0}
+               for k, w in enumerate(model.trainable_weights)]
+    backward = sum(t["t_dw_ms"] + t["t_dy_ms"] for t in tensors)
+    return {"model_name": "tiny", "input_size": 16, "num_classes": 3, "batch_size": batch_size,
+            "num_iterations": 1, "tensorflow_version": tf.__version__, "device": "test", "created": "now",
+            "T_fp_ms": 10.0, "T_bp_ms": backward, "T_full_ms": 10.0 + backward, "coverage": 1.0,
+            "tensors": tensors}
+
+
+def config(**overrides) -> train.TrainConfig:
+    values = dict(model_name="tiny", dataset_name="tiny", train_type="full_training", input_size=16,
+                  batch_size=8, num_classes=3, optimizer="sgd", learning_rate=0.05, weight_decay=5e-4,
+                  num_epochs=1, run_name="test", save_model=False, save_txt=False, interval=1.0, rho=0.6,
+                  weights="none", data_dir=None, seed=0, profile=None, probe_batches=1, logdir="logs",
+                  recalibrate=0)
+    values.update(overrides)
+    return train.TrainConfig(**values)
+
+
+def make_context(model, train_type: str, **overrides) -> train.Context:
+    setup = make_optimizer("sgd", 0.05, 5e-4, 100)
+    return train.Context(model, setup, config(train_type=train_type, **overrides), 4, tiny_data(),
+                         tiny_profile(model), train.StepCache(model, setup.optimizer))
+
+
+EXPECTED = {
+    "full_training": TENSORS,
+    "prune_training": TENSORS,
+    "traditional_tl_training": ["classifier/kernel:0", "classifier/bias:0"],
+    "bn_plus_bias_training": ["conv/bias:0", "bn/gamma:0", "bn/beta:0", "norm/gamma:0", "norm/beta:0",
+                              "classifier/kernel:0", "classifier/bias:0"],
+}
+
+
+@pytest.mark.parametrize("train_type", sorted(train.SCHEMES))
+def test_each_scheme_trains_exactly_its_tensors(train_type):
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    assert [w.name for w in model.trainable_weights] == TENSORS
+    context = make_context(model, train_type)
+    scheme = train.SCHEMES[train_type](context)
+    context.steps.penalty = scheme.penalty
+    if scheme.needs_profile:
+        scheme.reselect(0)
+    chosen = [w.name for w, keep in zip(model.trainable_weights, scheme.mask) if keep]
+    if train_type in EXPECTED:
+        assert chosen == EXPECTED[train_type]
+    else:  # elastic: the DP's choice under the profile, and it fits the budget
+        assert chosen and scheme.controller.predicted_ms(scheme.mask) <= 0.6 * tiny_profile(model)["T_full_ms"]
+    before = [w.numpy().copy() for w in model.trainable_weights]
+    step = context.steps.get(scheme.mask)
+    for images, labels in tiny_data().take(2):
+        step(images, labels)
+    changed = [w.name for w, old in zip(model.trainable_weights, before) if not np.array_equal(w.numpy(), old)]
+    assert changed == chosen
+
+
+def test_prune_training_penalises_kernels_only():
+    model = tiny_model()
+    assert [v.name for v in train.kernels(model)] == ["conv/kernel:0", "conv2/kernel:0", "classifier/kernel:0"]
+    scheme = train.SCHEMES["prune_training"](make_context(model, "prune_training"))
+    expected = train.PRUNE_PENALTY * sum(float(np.abs(k.numpy()).sum()) for k in train.kernels(model))
+    assert float(scheme.penalty()) == pytest.approx(expected, rel=1e-5)
+
+
+def _state(model, optimizer):
+    return [v.numpy().copy() for v in model.variables], {v.name: v.numpy().copy() for v in optimizer.variables()}
+
+
+@pytest.mark.parametrize("optimizer_name", ["sgd", "adam"])
+def test_probe_leaves_weights_and_optimizer_state_bit_identical(optimizer_name):
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    setup = make_optimizer(optimizer_name, 0.05, 5e-4, 100)
+    step = train.StepCache(model, setup.optimizer).get(train.classifier_mask(model))
+    for images, labels in tiny_data().take(3):  # momentum and iterations are non-trivial now
+        step(images, labels)
+    weights_before, optimizer_before = _state(model, setup.optimizer)
+    probe = train.ImportanceProbe(model, setup.optimizer)
+    batches = list(tiny_data(seed=1).take(2))
+    importance = probe.loss_change(batches)
+    weights_after, optimizer_after = _state(model, setup.optimizer)
+    for old, new in zip(weights_before, weights_after):
+        np.testing.assert_array_equal(old, new)
+    # Slots the probe created for never-trained tensors are zeros, as if never created.
+    assert set(optimizer_before) <= set(optimizer_after)
+    for name, value in optimizer_after.items():
+        np.testing.assert_array_equal(value, optimizer_before.get(name, np.zeros_like(value)))
+    assert int(setup.optimizer.iterations.numpy()) == 3
+    assert importance.shape == (len(TENSORS),) and np.all(np.isfinite(importance))
+    assert np.any(importance != 0)
+    # Deterministic given the same state and batches: the probe has no hidden side effects.
+    np.testing.assert_array_equal(importance, probe.loss_change(batches))
+
+
+def test_importance_is_the_first_order_loss_change():
+    """sum_k I_k = -sum(g1 * dw0) is the loss drop L(w0) - L(w1) of the real update, to first
+    order (L(w0) = L(w1 - dw0) ~ L(w1) - g1 . dw0)."""
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    setup = make_optimizer("sgd", 1e-5, 0.0, 100)  # a small step: first order holds
+    images, labels = next(iter(tiny_data()))
+    loss = lambda: float(train.classification_loss(labels, model(images, training=True)))  # noqa: E731
+    probe = train.ImportanceProbe(model, setup.optimizer)
+    importance = probe.loss_change([(images, labels)])
+    before = loss()
+    with train.preserved_state(model, setup.optimizer):
+        setup.optimizer.apply_gradients(zip(probe._gradients(images, labels), model.trainable_weights))
+        after = loss()
+    assert before - after > 0
+    assert importance.sum() == pytest.approx(before - after, rel=0.05)
+
+
+def test_repeated_selection_reuses_its_compiled_step():
+    model = tiny_model()
+    cache = train.StepCache(model, make_optimizer("sgd", 0.01, 0, 10).optimizer, capacity=2)
+    full, head = np.ones(len(TENSORS), np.uint8), train.classifier_mask(model)
+    images, labels = next(iter(tiny_data()))
+    first = cache.get(full)
+    for _ in range(2):  # the first call also creates the optimizer's slots (a second trace)
+        first(images, labels)
+    traces = first.function.experimental_get_tracing_count()
+    cache.get(head)(images, labels)
+    again = cache.get(full)
+    again(images, labels)
+    assert again is first and first.function.experimental_get_tracing_count() == traces
+    cache.get(np.roll(head, -2))  # a third selection evicts the least recently used (head)
+    assert cache.get(full) is first and cache.get(head) is not None
+
+
+def test_controller_closes_the_loop():
+    model = tiny_model()
+    profile = tiny_profile(model)
+    controller = train.StepTimeController(profile, rho=0.7)
+    importance = np.ones(len(TENSORS))
+    mask = controller.select(importance)
+    predicted = controller.predicted_ms(mask)
+    assert predicted <= controller.target_ms
+    for _ in range(10):  # steps run 30% slower than predicted
+        controller.observe(1.3 * predicted)
+    info = controller.end_period(mask)
+    assert info["elastic/target_vs_achieved"] == pytest.approx(1.3 * predicted / controller.target_ms)
+    assert controller.correction == pytest.approx(1.3)
+    corrected = controller.select(importance)
+    assert 1.3 * controller.predicted_ms(corrected) <= controller.target_ms + 1e-9
+    assert corrected.sum() < mask.sum()
+    with pytest.raises(UserError, match="smallest feasible rho for this profile is"):
+        train.StepTimeController(profile, rho=0.3)
+
+
+def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
+    model = tiny_model()
+    calls = {"count": 0}
+
+    def batches():
+        calls["count"] += 1
+        for images, labels in tiny_data():
+            poisoned = images * np.nan if calls["count"] > 1 else images  # second epoch diverges
+            yield poisoned, labels
+
+    spec = (tf.TensorSpec((8, 16, 16, 3), tf.float32), tf.TensorSpec((8,), tf.int64))
+    data = tf.data.Dataset.from_generator(batches, output_signature=spec)
+    outputs = RunOutputs(str(tmp_path), "nan_run", "tiny", 3, 16)
+    with pytest.raises(train.TrainingDiverged, match=r"loss became nan at step 5 \(epoch 2\).*last good"):
+        train.train(config(num_epochs=3, logdir=str(tmp_path)), model, data, tiny_data(), 4, outputs)
+    assert (tmp_path / "nan_run" / "last_good.h5").exists()

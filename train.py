@@ -1,0 +1,518 @@
+"""One training loop, the paper's training schemes, and ElasticTrainer's runtime selection.
+
+A scheme is a strategy that answers "which tensors train now?" as a 0/1 mask over
+model.trainable_weights; elastic schemes re-decide every `interval` epochs. The loop runs the
+compiled step of the current mask (cached per mask), and never asks which scheme it runs.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import time
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+
+import models
+import profile_tables
+import selection_solver_DP as solver
+from run_outputs import RunOutputs
+from train_step import (OptimizerSetup, TrainStep, classification_loss, forward_function,
+                        make_optimizer, variables_by_mask)
+from utils import UserError
+
+NORMALIZATION_LAYERS = (tf.keras.layers.BatchNormalization, tf.keras.layers.LayerNormalization,
+                        tf.keras.layers.GroupNormalization)
+PRUNE_PENALTY = 1e-4  # weight of the L1 penalty on kernels (PruneTrain baseline)
+CACHED_STEPS = 8  # compiled train steps kept (one per distinct selection)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """The resolved configuration of one run (saved as config.json next to its logs)."""
+
+    model_name: str
+    dataset_name: str
+    train_type: str
+    input_size: int
+    batch_size: int
+    num_classes: int
+    optimizer: str
+    learning_rate: float
+    weight_decay: float
+    num_epochs: int
+    run_name: str
+    save_model: bool
+    save_txt: bool
+    interval: float
+    rho: float
+    weights: str
+    data_dir: Optional[str]
+    seed: int
+    profile: Optional[str]
+    probe_batches: int
+    logdir: str
+    recalibrate: int
+    resolution: int = 1000
+
+
+# ----------------------------------------------------------------------------- variable roles
+
+def classifier_mask(model: tf.keras.Model) -> np.ndarray:
+    """Tensors of the output layer (the classifier)."""
+    return np.array([owner is model.layers[-1] for owner in models.owner_layers(model)], np.uint8)
+
+
+def bn_plus_bias_mask(model: tf.keras.Model) -> np.ndarray:
+    """Normalization gammas/betas, every layer's bias, and the classifier."""
+    roles = [isinstance(owner, NORMALIZATION_LAYERS) or variable is getattr(owner, "bias", None)
+             for owner, variable in zip(models.owner_layers(model), model.trainable_weights)]
+    return np.array(roles, np.uint8) | classifier_mask(model)
+
+
+def kernels(model: tf.keras.Model) -> List[tf.Variable]:
+    """Weight kernels of convolutional and dense layers (by role, not by name)."""
+    found = []
+    for owner, variable in zip(models.owner_layers(model), model.trainable_weights):
+        if any(variable is getattr(owner, name, None)
+               for name in ("kernel", "depthwise_kernel", "pointwise_kernel")):
+            found.append(variable)
+    return found
+
+
+# ------------------------------------------------------------------------ importance evaluator
+
+class ImportanceProbe:
+    """Tensor importance on probe batches, leaving weights and optimizer state untouched.
+
+    ElasticTrainer's importance of tensor k is I_k = -sum(g1 * dw0): dw0 is the update one real
+    optimizer step makes from the current weights, g1 the gradient after it (a first-order
+    estimate of how much that update lowers the loss). The probe snapshots every model
+    variable (including BatchNorm statistics and RNG states) and every optimizer variable
+    (slots, iterations, hence the schedules' step) and restores them bit for bit.
+    """
+
+    def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer):
+        self.model, self.optimizer = model, optimizer
+        self._gradients = tf.function(self._compute_gradients)
+
+    def _compute_gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
+        with tf.GradientTape() as tape:
+            loss = classification_loss(labels, self.model(images, training=True))
+        return tape.gradient(loss, self.model.trainable_weights)
+
+    def loss_change(self, batches: Sequence) -> np.ndarray:
+        """-sum(g1 * dw0) per tensor, averaged over batches (forward order)."""
+        weights = self.model.trainable_weights
+        totals = np.zeros(len(weights))
+        for images, labels in batches:
+            with preserved_state(self.model, self.optimizer):
+                start = [w.numpy() for w in weights]
+                self.optimizer.apply_gradients(zip(self._gradients(images, labels), weights))
+                deltas = [w.numpy() - s for w, s in zip(weights, start)]
+                after = self._gradients(images, labels)
+                totals -= [float(np.sum(g.numpy() * d)) for g, d in zip(after, deltas)]
+        return totals / max(len(batches), 1)
+
+    def gradient_magnitude(self, batches: Sequence) -> np.ndarray:
+        """sum(|g|) per tensor, averaged over batches (ablation)."""
+        totals = np.zeros(len(self.model.trainable_weights))
+        with preserved_state(self.model, self.optimizer):
+            for images, labels in batches:
+                totals += [float(tf.reduce_sum(tf.abs(g))) for g in self._gradients(images, labels)]
+        return totals / max(len(batches), 1)
+
+
+@contextlib.contextmanager
+def preserved_state(model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer):
+    """Run a block, then put every model and optimizer variable back exactly as it was.
+
+    Optimizer slots the block creates are reset to zeros, their value had they been created
+    later by training.
+    """
+    model_state = [v.numpy() for v in model.variables]
+    optimizer_state = {v.ref(): v.numpy() for v in optimizer.variables()}
+    try:
+        yield
+    finally:
+        for variable, value in zip(model.variables, model_state):
+            variable.assign(value)
+        for variable in optimizer.variables():
+            variable.assign(optimizer_state.get(
+                variable.ref(), np.zeros(variable.shape, variable.dtype.as_numpy_dtype)))
+
+
+def normalized(importance: np.ndarray) -> np.ndarray:
+    """Importance scaled by max |I| (zeros stay zeros)."""
+    peak = float(np.max(np.abs(importance))) if importance.size else 0.0
+    return importance / peak if peak > 0 else importance
+
+
+# --------------------------------------------------------------------- closed-loop time model
+
+class StepTimeController:
+    """Turns rho into a backward budget and keeps the achieved step time on target.
+
+    The profile predicts a step as T_fp + T_bp(M) and the target is rho * T_full (DESIGN.md §3).
+    After each selection has run, the ratio of achieved to predicted step time (a running
+    average) corrects the next budget, so throttling, other load or a stale profile do not
+    let steps drift off target. `recalibrate` swaps in live T_fp / T_full measurements.
+    """
+
+    def __init__(self, profile: Dict, rho: float, resolution: int = 1000):
+        self.rho, self.resolution = rho, resolution
+        self.T_fp_ms, self.T_full_ms = float(profile["T_fp_ms"]), float(profile["T_full_ms"])
+        self.t_dy = np.array([t["t_dy_ms"] for t in reversed(profile["tensors"])], float)  # backward order
+        self.t_dw = np.array([t["t_dw_ms"] for t in reversed(profile["tensors"])], float)
+        self.correction = 1.0
+        self._samples: List[float] = []
+        try:
+            solver.check_feasible(self.t_dy, self.t_dw, rho, self.T_fp_ms, self.T_full_ms)
+        except solver.InfeasibleBudgetError as error:
+            raise UserError(f"--rho {rho}: {error}") from None
+
+    @property
+    def target_ms(self) -> float:
+        return self.rho * self.T_full_ms
+
+    def predicted_ms(self, mask: np.ndarray) -> float:
+        return self.T_fp_ms + float(solver.backward_time(self.t_dy, self.t_dw, mask[::-1]))
+
+    def select(self, importance: np.ndarray) -> np.ndarray:
+        """The most important selection (forward order) whose corrected step time fits the target."""
+        budget = self.target_ms / self.correction - self.T_fp_ms
+        cheapest = float(np.min(np.concatenate(([0.0], np.cumsum(self.t_dy)[:-1])) + self.t_dw))
+        if budget < cheapest:
+            logging.warning("steps run %.0f%% slower than the profile predicts; even the cheapest "
+                            "tensor overshoots the target, so it alone is trained", 100 * (self.correction - 1))
+            budget = cheapest * (1 + 1e-6) + 1e-9
+        _, mask = solver.select_within_budget(self.t_dy, self.t_dw, importance[::-1], budget, self.resolution)
+        return mask[::-1].copy()
+
+    def observe(self, step_ms: float) -> None:
+        self._samples.append(step_ms)
+
+    def end_period(self, mask: np.ndarray) -> Dict[str, float]:
+        """Close the period of `mask`: compare achieved with predicted and update the correction."""
+        samples, self._samples = self._samples[2:], []  # the first steps may include tracing
+        if len(samples) < 3:
+            return {}
+        achieved, predicted = float(np.median(samples)), self.predicted_ms(mask)
+        ratio = achieved / predicted
+        self.correction = ratio if self.correction == 1.0 else 0.5 * (self.correction + ratio)
+        return {"elastic/target_vs_achieved": achieved / self.target_ms,
+                "elastic/achieved_step_ms": achieved, "elastic/predicted_step_ms": predicted}
+
+    def recalibrate(self, T_fp_ms: float, T_full_ms: float) -> None:
+        """Adopt live forward / full-step times; per-tensor times scale with the backward time."""
+        scale = (T_full_ms - T_fp_ms) / (self.T_full_ms - self.T_fp_ms)
+        self.t_dy, self.t_dw = self.t_dy * scale, self.t_dw * scale
+        self.T_fp_ms, self.T_full_ms, self.correction = T_fp_ms, T_full_ms, 1.0
+
+
+# ------------------------------------------------------------------------------------ schemes
+
+@dataclasses.dataclass
+class Context:
+    """What schemes may use: the model, its optimizer, the run's settings and data."""
+
+    model: tf.keras.Model
+    setup: OptimizerSetup
+    config: TrainConfig
+    steps_per_epoch: int
+    train_data: tf.data.Dataset
+    profile: Optional[Dict]
+    steps: "StepCache"
+
+
+class Scheme:
+    """Trains a fixed set of tensors chosen by `initial_mask`; never re-selects."""
+
+    needs_profile = False
+
+    def __init__(self, context: Context):
+        self.context = context
+        self.mask = self.initial_mask(context.model)
+        self.penalty: Optional[Callable[[], tf.Tensor]] = None
+
+    def initial_mask(self, model: tf.keras.Model) -> np.ndarray:
+        return np.ones(len(model.trainable_weights), np.uint8)
+
+    def due(self, step: int) -> bool:
+        return False
+
+    def reselect(self, step: int) -> Dict[str, float]:
+        return {}
+
+    def observe_step(self, step_ms: float) -> None:
+        pass
+
+
+class FullTraining(Scheme):
+    """Every tensor trains."""
+
+
+class TraditionalTL(Scheme):
+    """Only the classifier trains (traditional transfer learning)."""
+
+    def initial_mask(self, model):
+        return classifier_mask(model)
+
+
+class BNPlusBias(Scheme):
+    """Normalization gammas/betas, all biases and the classifier train."""
+
+    def initial_mask(self, model):
+        return bn_plus_bias_mask(model)
+
+
+class PruneTraining(Scheme):
+    """Every tensor trains under an L1 penalty on kernels (the PruneTrain baseline)."""
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        targets = kernels(context.model)
+        self.penalty = lambda: PRUNE_PENALTY * tf.add_n([tf.reduce_sum(tf.abs(k)) for k in targets])
+
+
+class ElasticTraining(Scheme):
+    """ElasticTrainer: every `interval` epochs, evaluate importance and solve the selection DP."""
+
+    needs_profile = True
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        config = context.config
+        self.controller = StepTimeController(context.profile, config.rho, config.resolution)
+        self.probe = ImportanceProbe(context.model, context.setup.optimizer)
+        self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
+        self._probe_data: Iterator = iter(context.train_data.repeat())
+        self._head = classifier_mask(context.model)
+        self.selections = 0
+
+    def initial_mask(self, model):
+        return classifier_mask(model)
+
+    def probe_batches(self) -> List:
+        return [next(self._probe_data) for _ in range(self.context.config.probe_batches)]
+
+    def importance(self) -> np.ndarray:
+        return self.probe.loss_change(self.probe_batches())
+
+    def due(self, step: int) -> bool:
+        return step % self.interval_steps == 0
+
+    def observe_step(self, step_ms: float) -> None:
+        self.controller.observe(step_ms)
+
+    def reselect(self, step: int) -> Dict[str, float]:
+        info = self.controller.end_period(self.mask) if self.selections else {}
+        recalibrate = self.context.config.recalibrate
+        if recalibrate and self.selections and self.selections % recalibrate == 0:
+            info.update(self._recalibrate())
+        importance = normalized(self.importance())
+        mask = self.controller.select(importance)
+        if not mask.any():  # nothing is worth its time: keep learning in the classifier
+            mask = self._head.copy()
+        self.mask = mask
+        self.selections += 1
+        predicted = self.controller.predicted_ms(mask)
+        info.update({"elastic/selected_fraction": float(mask.mean()),
+                     "elastic/predicted_rho": predicted / self.controller.T_full_ms,
+                     "elastic/correction": self.controller.correction})
+        return info
+
+    def _recalibrate(self) -> Dict[str, float]:
+        """Measure T_fp and T_full live on a probe batch (state restored afterwards)."""
+        model, images_labels = self.context.model, self.probe_batches()[0]
+        full = self.context.steps.get(np.ones(len(model.trainable_weights), np.uint8))
+        forward = forward_function(model)
+        times = {"forward": [], "full": []}
+        with preserved_state(model, self.context.setup.optimizer):
+            for repeat in range(5):
+                for name, run in (("forward", lambda: forward(*images_labels).numpy()),
+                                  ("full", lambda: full(*images_labels)[0].numpy())):
+                    start = time.perf_counter()
+                    run()
+                    if repeat >= 2:  # the first calls trace
+                        times[name].append((time.perf_counter() - start) * 1000)
+        T_fp, T_full = float(np.median(times["forward"])), float(np.median(times["full"]))
+        if T_full > T_fp:
+            self.controller.recalibrate(T_fp, T_full)
+        return {"time/live_T_fp_ms": T_fp, "time/live_T_full_ms": T_full}
+
+
+class ElasticWeightMagnitude(ElasticTraining):
+    """Ablation: importance = sum |w| per tensor."""
+
+    def importance(self) -> np.ndarray:
+        return np.array([float(tf.reduce_sum(tf.abs(w))) for w in self.context.model.trainable_weights])
+
+
+class ElasticGradMagnitude(ElasticTraining):
+    """Ablation: importance = sum |dL/dw| per tensor on the probe batches."""
+
+    def importance(self) -> np.ndarray:
+        return self.probe.gradient_magnitude(self.probe_batches())
+
+
+SCHEMES: Dict[str, type] = {
+    "full_training": FullTraining,
+    "traditional_tl_training": TraditionalTL,
+    "bn_plus_bias_training": BNPlusBias,
+    "prune_training": PruneTraining,
+    "elastic_training": ElasticTraining,
+    "elastic_training_weight_magnitude": ElasticWeightMagnitude,
+    "elastic_training_grad_magnitude": ElasticGradMagnitude,
+}
+
+
+# ------------------------------------------------------------------------------------- loop
+
+class StepCache:
+    """Compiled train steps, one per distinct selection, least recently used evicted.
+
+    Re-selecting a mask seen before reuses its traced step (no retracing); a bounded cache
+    keeps memory flat however many selections a run makes (README FAQ Q3 of the original).
+    """
+
+    def __init__(self, model: tf.keras.Model, optimizer, capacity: int = CACHED_STEPS):
+        self.model, self.optimizer, self.capacity = model, optimizer, capacity
+        self.penalty: Optional[Callable[[], tf.Tensor]] = None
+        self._steps: "collections.OrderedDict[bytes, TrainStep]" = collections.OrderedDict()
+
+    def get(self, mask: np.ndarray) -> TrainStep:
+        key = np.asarray(mask, np.uint8).tobytes()
+        if key in self._steps:
+            self._steps.move_to_end(key)
+            return self._steps[key]
+        step = TrainStep(self.model, self.optimizer, variables_by_mask(self.model, mask), self.penalty)
+        self._steps[key] = step
+        while len(self._steps) > self.capacity:
+            self._steps.popitem(last=False)
+        return step
+
+
+class TrainingDiverged(UserError):
+    """The loss became NaN or infinite."""
+
+
+def make_evaluator(model: tf.keras.Model) -> Callable[[tf.data.Dataset], Dict[str, float]]:
+    """Test loss and accuracy over a dataset (inference mode)."""
+
+    @tf.function(reduce_retracing=True)
+    def batch_sums(images, labels):
+        logits = model(images, training=False)
+        losses = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1), labels), tf.float32)
+        return tf.reduce_sum(losses), tf.reduce_sum(correct), tf.cast(tf.size(labels), tf.float32)
+
+    def evaluate(dataset: tf.data.Dataset) -> Dict[str, float]:
+        totals = np.zeros(3)
+        for images, labels in dataset:
+            totals += [float(v) for v in batch_sums(images, labels)]
+        return {"test/classification_loss": totals[0] / totals[2], "test/accuracy": totals[1] / totals[2]}
+
+    return evaluate
+
+
+def load_profile_for(config: TrainConfig, model: tf.keras.Model) -> Dict:
+    """The timing profile a run needs, checked against its model, input, classes and batch."""
+    command = profile_tables.profile_command(config.model_name, config.input_size, config.num_classes,
+                                             config.batch_size)
+    if not os.path.exists(config.profile):
+        raise UserError(f"{config.train_type} needs a timing profile of this model on this device, "
+                        f"and {config.profile} does not exist. Make it with: {command}")
+    profile = profile_tables.load_profile(config.profile)
+    profile_tables.check_profile_matches(
+        profile, config.profile, model_name=config.model_name, input_size=config.input_size,
+        num_classes=config.num_classes, batch_size=config.batch_size,
+        tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command=command)
+    return profile
+
+
+def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Dataset,
+          test_data: tf.data.Dataset, steps_per_epoch: int, outputs: RunOutputs,
+          profile: Optional[Dict] = None) -> Dict:
+    """Train `model` with the scheme `config.train_type`; return the run's summary.
+
+    Wall time excludes validation. Each epoch ends with a test evaluation, TensorBoard scalars,
+    a checkpoint of the last good weights and, with save_model, the best weights.
+    """
+    setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
+                           steps_per_epoch * config.num_epochs)
+    steps = StepCache(model, setup.optimizer)
+    context = Context(model, setup, config, steps_per_epoch, train_data, profile, steps)
+    scheme: Scheme = SCHEMES[config.train_type](context)
+    steps.penalty = scheme.penalty
+    evaluate = make_evaluator(model)
+    outputs.save_config(config)
+    step, train_seconds, overhead_seconds, all_step_ms = 0, 0.0, 0.0, []
+    best_accuracy, checkpoint = 0.0, None
+    for epoch in range(config.num_epochs):
+        epoch_start, epoch_ms, loss_sum, correct, seen = time.perf_counter(), [], 0.0, 0, 0
+        bar = tqdm(train_data, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.num_epochs}",
+                   unit="step", dynamic_ncols=True)
+        for images, labels in bar:
+            if scheme.due(step):
+                start = time.perf_counter()
+                info = scheme.reselect(step)
+                overhead_seconds += time.perf_counter() - start
+                outputs.scalars(step, info)
+                outputs.selection_mask(step, scheme.mask)
+            trainer = steps.get(scheme.mask)
+            start = time.perf_counter()
+            loss, logits = trainer(images, labels)
+            loss_value = float(loss)  # also waits for the step to finish
+            step_ms = (time.perf_counter() - start) * 1000
+            if not math.isfinite(loss_value):
+                outputs.writer.flush()
+                kept = (f"the last good weights (end of epoch {epoch}) are kept in {checkpoint}"
+                        if checkpoint else "no epoch finished, so there is no checkpoint")
+                raise TrainingDiverged(f"the loss became {loss_value} at step {step + 1} (epoch "
+                                       f"{epoch + 1}); training stopped and {kept}. Try a lower "
+                                       f"--learning_rate.")
+            scheme.observe_step(step_ms)
+            epoch_ms.append(step_ms)
+            loss_sum += loss_value * len(labels)
+            correct += int(np.sum(np.argmax(logits.numpy(), axis=-1) == labels.numpy()))
+            seen += len(labels)
+            step += 1
+            bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{correct / seen:.3f}")
+        train_seconds += time.perf_counter() - epoch_start
+        all_step_ms += epoch_ms
+        metrics = evaluate(test_data)
+        best_accuracy = max(best_accuracy, metrics["test/accuracy"])
+        if config.save_model and metrics["test/accuracy"] >= best_accuracy:
+            outputs.save_best(model)
+        checkpoint = outputs.checkpoint(model)
+        outputs.scalars(step, {"train/accuracy": correct / max(seen, 1),
+                               "train/classification_loss": loss_sum / max(seen, 1),
+                               "train/learning_rate": float(setup.learning_rate(step)),
+                               "time/step_ms": float(np.median(epoch_ms)) if epoch_ms else 0.0,
+                               "time/train_seconds": train_seconds, **metrics})
+        logging.info("epoch %d/%d: test accuracy %.2f%% (best %.2f%%), %.1f s of training",
+                     epoch + 1, config.num_epochs, 100 * metrics["test/accuracy"], 100 * best_accuracy,
+                     train_seconds)
+    return summarize(config, profile, best_accuracy, train_seconds, overhead_seconds, all_step_ms)
+
+
+def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: float, train_seconds: float,
+              overhead_seconds: float, step_ms: Sequence[float]) -> Dict:
+    """The run's summary: accuracy, wall time, step time relative to the profiled full step."""
+    median_ms = float(np.median(step_ms)) if len(step_ms) else float("nan")
+    full_ms = float(profile["T_full_ms"]) if profile else float("nan")
+    elastic = SCHEMES[config.train_type].needs_profile
+    return {"run_name": config.run_name, "train_type": config.train_type,
+            "best_test_accuracy": best_accuracy, "train_time_hours": train_seconds / 3600,
+            "train_seconds": train_seconds, "median_step_ms": median_ms,
+            "step_time_ratio_achieved": median_ms / full_ms,
+            "step_time_ratio_target": config.rho if elastic else 1.0 if config.train_type == "full_training"
+            else float("nan"),
+            "selection_overhead_share": overhead_seconds / train_seconds if train_seconds else 0.0}
