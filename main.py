@@ -24,7 +24,7 @@ import profile_tables  # noqa: E402
 from run_outputs import RunOutputs, unique_run_name  # noqa: E402
 from train import SCHEMES, TrainConfig, load_profile_for, train  # noqa: E402
 from train_step import OPTIMIZERS  # noqa: E402
-from utils import UserError, positive_int, run_cli, str2bool  # noqa: E402
+from utils import UserError, ensure_writable_dir, positive_int, run_cli, str2bool  # noqa: E402
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -96,7 +96,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         args.model_name, args.input_size, num_classes, args.batch_size) + ".json")
     if args.model_name == "vit" and args.optimizer == "sgd":
         logging.info("note: the paper trained ViT with --optimizer adam")
-    _check_writable(args.logdir)
+    ensure_writable_dir(args.logdir, "--logdir")
     return TrainConfig(
         model_name=args.model_name, dataset_name=args.dataset_name, train_type=args.train_type,
         input_size=args.input_size, batch_size=args.batch_size, num_classes=num_classes,
@@ -105,18 +105,6 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         save_model=args.save_model, save_txt=args.save_txt, interval=args.interval, rho=args.rho,
         weights=args.weights, data_dir=args.data_dir, seed=args.seed, profile=profile,
         probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate)
-
-
-def _check_writable(directory: str) -> None:
-    try:
-        os.makedirs(directory, exist_ok=True)
-        probe = os.path.join(directory, f".write_test_{os.getpid()}")
-        with open(probe, "w") as stream:
-            stream.write("ok")
-        os.remove(probe)
-    except OSError as error:
-        raise UserError(f"cannot write to --logdir {directory} ({error.strerror}); choose a "
-                        f"writable directory") from None
 
 
 def report(summary: dict, txt_path: Optional[str]) -> None:

@@ -141,26 +141,41 @@ def attribute_ops(rows: Sequence[Mapping], structure: Mapping
     return t_dw, t_dy, gradient_ms, unattributed
 
 
-def timing_table(rows: Sequence[Mapping], structure: Mapping, *, T_fp_ms: float,
-                 T_full_ms: float, meta: Mapping) -> Dict:
-    """The profile dict of DESIGN.md §4 from op stats, step structure and wall-clock times.
+def head_tensors(structure: Mapping) -> List[int]:
+    """Forward indices of the output layer's tensors (the point nearest the loss)."""
+    points = structure["points"]
+    return [k for k, point in enumerate(points) if point == points[-1]]
+
+
+def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float, full_ms: float,
+                 meta: Mapping) -> Dict:
+    """The profile dict of DESIGN.md §4 from op stats, step structure and two wall-clock times.
 
     Op times overlap (TensorFlow runs independent ops on several threads) and carry profiler
-    overhead, so they are scaled so that training every tensor predicts the measured full
-    step: T_fp + sum(t_dw + t_dy) = T_full. The scale factor is kept as "op_time_scale".
+    overhead, and a training step's forward pass costs more than a bare forward pass (it keeps
+    activations for the backward pass). So the time model step(M) = T_fp + scale * op_time(M)
+    is calibrated on two measured training steps: the classifier alone (`head_ms`) and every
+    tensor (`full_ms`). Both are then predicted exactly, and T_fp is the part of a step that no
+    selection changes (forward pass, loss, per-step overhead).
     """
     t_dw, t_dy, gradient_ms, unattributed = attribute_ops(rows, structure)
-    attributed_ms = sum(t_dw) + sum(t_dy)
-    T_bp_ms = T_full_ms - T_fp_ms
-    if attributed_ms <= 0 or T_bp_ms <= 0:
-        raise UserError(f"cannot calibrate: {attributed_ms:.3g} ms of attributed gradient ops "
-                        f"and a backward time of {T_bp_ms:.3g} ms")
-    scale = T_bp_ms / attributed_ms
+    head = head_tensors(structure)
+    head_op_ms = sum(t_dw[k] for k in head)  # tensors of one point: no t_dy between them
+    full_op_ms = sum(t_dw) + sum(t_dy)
+    if full_op_ms <= head_op_ms or full_ms <= head_ms:
+        raise UserError(f"cannot calibrate the time model: a full step took {full_ms:.3g} ms and a "
+                        f"classifier-only step {head_ms:.3g} ms; re-run the profiler on a quieter machine")
+    scale = (full_ms - head_ms) / (full_op_ms - head_op_ms)
+    T_fp_ms = head_ms - scale * head_op_ms
+    if T_fp_ms <= 0:
+        raise UserError(f"cannot calibrate the time model (forward time {T_fp_ms:.3g} ms); re-run the "
+                        f"profiler on a quieter machine or with more --repeats")
     tensors = [{"name": name, "shape": list(shape), "t_dw_ms": dw * scale, "t_dy_ms": dy * scale}
                for name, shape, dw, dy in zip(structure["tensors"], structure["shapes"], t_dw, t_dy)]
     worst = sorted(unattributed.items(), key=lambda item: -item[1])[:20]
-    return dict(meta, num_iterations=traced_steps(rows, structure), T_fp_ms=T_fp_ms, T_bp_ms=T_bp_ms,
-                T_full_ms=T_full_ms, coverage=attributed_ms / gradient_ms, op_time_scale=scale,
+    return dict(meta, num_iterations=traced_steps(rows, structure), T_fp_ms=T_fp_ms,
+                T_bp_ms=full_ms - T_fp_ms, T_full_ms=full_ms, T_head_ms=head_ms,
+                coverage=(sum(t_dw) + sum(t_dy)) / gradient_ms, op_time_scale=scale,
                 unattributed_ops={name: ms for name, ms in worst}, tensors=tensors)
 
 

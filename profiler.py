@@ -32,7 +32,7 @@ import tensorflow as tf  # noqa: E402
 
 import models  # noqa: E402
 import profile_tables  # noqa: E402
-from train_step import TrainStep, forward_function, make_optimizer  # noqa: E402
+from train_step import TrainStep, forward_function, make_optimizer, wall_times_ms  # noqa: E402
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli  # noqa: E402
 
 
@@ -155,17 +155,6 @@ def record_trace(step: TrainStep, forward: Callable, images: tf.Tensor, labels: 
     return find_xplane(logdir)
 
 
-def _wall_times_ms(functions: Sequence[Callable[[], object]], repeats: int) -> List[float]:
-    """Median wall time of each function, timed interleaved (A B A B ...) so they share load."""
-    samples: List[List[float]] = [[] for _ in functions]
-    for _ in range(repeats):
-        for index, function in enumerate(functions):
-            start = time.perf_counter()
-            function()
-            samples[index].append((time.perf_counter() - start) * 1000.0)
-    return [float(np.median(s)) for s in samples]
-
-
 def device_name() -> str:
     """A readable name of the device the profile was measured on."""
     gpus = tf.config.list_physical_devices("GPU")
@@ -200,7 +189,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         model: the model; its weights are restored afterwards.
         batch_size: examples per step (the input shape is the model's).
         num_iterations: training steps recorded in the trace.
-        repeats: wall-clock repeats for T_fp and T_full (medians).
+        repeats: timed classifier-only and full steps calibrating the time model (medians).
         logdir: where the trace goes (TensorBoard profile log dir); a temp dir if None.
         csv_path: where to save the op-stats table, if given.
         optimizer: "sgd" (SGDW, momentum) or "adam"; its update is part of each tensor's t_dw.
@@ -217,14 +206,17 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         raise UserError("batch size, iterations and repeats must all be at least 1")
     images, labels = random_batch(model, batch_size, seed)
     snapshot = model.get_weights()
-    step = TrainStep(model, make_optimizer(optimizer, 1e-4, 5e-4, 1000).optimizer, model.trainable_weights)
+    timed_optimizer = make_optimizer(optimizer, 1e-4, 5e-4, 1000).optimizer
+    step = TrainStep(model, timed_optimizer, model.trainable_weights)
+    head = TrainStep(model, timed_optimizer, [model.trainable_weights[k] for k in models.head_indices(model)])
     forward = forward_function(model)
     try:
-        for _ in range(2):  # trace both functions and warm caches up
-            step(images, labels)[0].numpy()
+        for _ in range(2):  # trace the functions and warm caches up
+            for run in (step, head):
+                run(images, labels)[0].numpy()
             forward(images, labels).numpy()
-        T_fp_ms, T_full_ms = _wall_times_ms(
-            [lambda: forward(images, labels).numpy(), lambda: step(images, labels)[0].numpy()], repeats)
+        head_ms, full_ms = wall_times_ms(
+            [lambda: head(images, labels)[0].numpy(), lambda: step(images, labels)[0].numpy()], repeats)
         structure = step_structure(step, images, labels)
         if from_trace:
             xplane = find_xplane(from_trace)
@@ -239,7 +231,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
                 device=device_name(), optimizer=optimizer,
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
-    return profile_tables.timing_table(rows, structure, T_fp_ms=T_fp_ms, T_full_ms=T_full_ms, meta=meta)
+    return profile_tables.timing_table(rows, structure, head_ms=head_ms, full_ms=full_ms, meta=meta)
 
 
 def _random_masks(points: Sequence[int], count: int, rng: np.random.Generator) -> List[np.ndarray]:
@@ -269,10 +261,10 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
     """Train random selections and compare predicted with measured step times (a benchmark).
 
     Besides `selections` random masks, times the classifier alone ("head") and every tensor
-    ("full"). Steps are timed interleaved across selections and the medians compared.
+    ("full"), in alternating blocks of consecutive steps, and compares medians.
     """
     points = tensor_points(model)
-    head = np.array([p == points[-1] for p in points], dtype=np.uint8)
+    head = np.isin(np.arange(len(points)), models.head_indices(model)).astype(np.uint8)
     masks = [("head", head), ("full", np.ones(len(points), np.uint8))]
     masks += [(f"random {i + 1}", m) for i, m in
               enumerate(_random_masks(points, selections, np.random.default_rng(seed)))]
@@ -285,7 +277,7 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
         for trainer in trainers:
             for _ in range(2):
                 trainer(images, labels)[0].numpy()
-        measured = _wall_times_ms([lambda t=t: t(images, labels)[0].numpy() for t in trainers], steps)
+        measured = wall_times_ms([lambda t=t: t(images, labels)[0].numpy() for t in trainers], steps)
     finally:
         model.set_weights(snapshot)
     results = []
@@ -354,7 +346,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--num_iterations", type=positive_int, default=5,
                         help="training steps recorded in the trace")
     parser.add_argument("--repeats", type=positive_int, default=10,
-                        help="wall-clock repeats for the forward and full-step times")
+                        help="timed classifier-only and full training steps that calibrate the time model")
     parser.add_argument("--output_dir", default="profile_extracted", help="where profiles go")
     parser.add_argument("--logdir", default="logs", help="where the trace goes (TensorBoard)")
     parser.add_argument("--force", action="store_true", help="re-profile even if a profile exists")

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 import models
-from utils import UserError, atomic_path, atomic_write_json, atomic_write_text
+from utils import atomic_write_json, atomic_write_text, ensure_writable_dir
 
 
 def unique_run_name(logdir: str, run_name: str) -> str:
@@ -37,15 +37,7 @@ class RunOutputs:
         self.run_dir = os.path.join(logdir, run_name)
         self.logdir, self.run_name = logdir, run_name
         self._weights_tags = dict(model_name=model_name, num_classes=num_classes, input_size=input_size)
-        try:
-            os.makedirs(self.run_dir, exist_ok=True)
-            probe = os.path.join(self.run_dir, ".write_test")
-            with open(probe, "w") as stream:
-                stream.write("ok")
-            os.remove(probe)
-        except OSError as error:
-            raise UserError(f"cannot write the run's logs to {self.run_dir} ({error.strerror}); "
-                            f"choose a writable --logdir") from None
+        ensure_writable_dir(self.run_dir, "--logdir")
         self.writer = tf.summary.create_file_writer(self.run_dir)
         self._masks: List[np.ndarray] = []
 
@@ -92,10 +84,4 @@ class RunOutputs:
                                 "step_time_ratio_target\n"
                                 f"{summary['train_time_hours']:.6f} {summary['best_test_accuracy'] * 100:.2f} "
                                 f"{summary['step_time_ratio_achieved']:.4f} {summary['step_time_ratio_target']:.4f}\n")
-        return path
-
-    def figure(self, figure, name: str) -> str:
-        path = os.path.join(self.run_dir, name)
-        with atomic_path(path) as temporary:
-            figure.savefig(temporary, dpi=120)
         return path

@@ -23,8 +23,8 @@ import models
 import profile_tables
 import selection_solver_DP as solver
 from run_outputs import RunOutputs
-from train_step import (OptimizerSetup, TrainStep, classification_loss, forward_function,
-                        make_optimizer, variables_by_mask)
+from train_step import (OptimizerSetup, TrainStep, classification_loss, make_optimizer,
+                        variables_by_mask, wall_times_ms)
 from utils import UserError
 
 NORMALIZATION_LAYERS = (tf.keras.layers.BatchNormalization, tf.keras.layers.LayerNormalization,
@@ -65,8 +65,8 @@ class TrainConfig:
 # ----------------------------------------------------------------------------- variable roles
 
 def classifier_mask(model: tf.keras.Model) -> np.ndarray:
-    """Tensors of the output layer (the classifier)."""
-    return np.array([owner is model.layers[-1] for owner in models.owner_layers(model)], np.uint8)
+    """Tensors of the layer nearest the loss (the classifier)."""
+    return np.isin(np.arange(len(model.trainable_weights)), models.head_indices(model)).astype(np.uint8)
 
 
 def bn_plus_bias_mask(model: tf.keras.Model) -> np.ndarray:
@@ -209,11 +209,17 @@ class StepTimeController:
         return {"elastic/target_vs_achieved": achieved / self.target_ms,
                 "elastic/achieved_step_ms": achieved, "elastic/predicted_step_ms": predicted}
 
-    def recalibrate(self, T_fp_ms: float, T_full_ms: float) -> None:
-        """Adopt live forward / full-step times; per-tensor times scale with the backward time."""
-        scale = (T_full_ms - T_fp_ms) / (self.T_full_ms - self.T_fp_ms)
+    def recalibrate(self, head_ms: float, full_ms: float, head_mask: np.ndarray) -> None:
+        """Re-fit the time model to live classifier-only and full step times (as the profiler
+        calibrates it): both become exact, tensor times keep their proportions."""
+        head_bp = float(solver.backward_time(self.t_dy, self.t_dw, head_mask[::-1]))
+        full_bp = float(solver.backward_time(self.t_dy, self.t_dw, np.ones_like(head_mask)))
+        if full_ms <= head_ms or full_bp <= head_bp:
+            logging.warning("live step times too noisy to recalibrate (head %.1f ms, full %.1f ms)", head_ms, full_ms)
+            return
+        scale = (full_ms - head_ms) / (full_bp - head_bp)
         self.t_dy, self.t_dw = self.t_dy * scale, self.t_dw * scale
-        self.T_fp_ms, self.T_full_ms, self.correction = T_fp_ms, T_full_ms, 1.0
+        self.T_fp_ms, self.T_full_ms, self.correction = head_ms - scale * head_bp, full_ms, 1.0
 
 
 # ------------------------------------------------------------------------------------ schemes
@@ -329,23 +335,16 @@ class ElasticTraining(Scheme):
         return info
 
     def _recalibrate(self) -> Dict[str, float]:
-        """Measure T_fp and T_full live on a probe batch (state restored afterwards)."""
-        model, images_labels = self.context.model, self.probe_batches()[0]
-        full = self.context.steps.get(np.ones(len(model.trainable_weights), np.uint8))
-        forward = forward_function(model)
-        times = {"forward": [], "full": []}
+        """Time classifier-only and full steps live on a probe batch (state restored afterwards)."""
+        model, (images, labels) = self.context.model, self.probe_batches()[0]
+        steps = [self.context.steps.get(self._head), self.context.steps.get(np.ones_like(self._head))]
         with preserved_state(model, self.context.setup.optimizer):
-            for repeat in range(5):
-                for name, run in (("forward", lambda: forward(*images_labels).numpy()),
-                                  ("full", lambda: full(*images_labels)[0].numpy())):
-                    start = time.perf_counter()
-                    run()
-                    if repeat >= 2:  # the first calls trace
-                        times[name].append((time.perf_counter() - start) * 1000)
-        T_fp, T_full = float(np.median(times["forward"])), float(np.median(times["full"]))
-        if T_full > T_fp:
-            self.controller.recalibrate(T_fp, T_full)
-        return {"time/live_T_fp_ms": T_fp, "time/live_T_full_ms": T_full}
+            for step in steps:  # compile (if new) and warm up
+                step(images, labels)[0].numpy()
+            head_ms, full_ms = wall_times_ms([lambda s=s: s(images, labels)[0].numpy() for s in steps], 10)
+        self.controller.recalibrate(head_ms, full_ms, self._head)
+        return {"time/live_T_head_ms": head_ms, "time/live_T_full_ms": full_ms,
+                "time/live_T_fp_ms": self.controller.T_fp_ms}
 
 
 class ElasticWeightMagnitude(ElasticTraining):
@@ -458,7 +457,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Datase
     for epoch in range(config.num_epochs):
         epoch_start, epoch_ms, loss_sum, correct, seen = time.perf_counter(), [], 0.0, 0, 0
         bar = tqdm(train_data, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.num_epochs}",
-                   unit="step", dynamic_ncols=True)
+                   unit="step", dynamic_ncols=True, disable=None)  # no bar when not a terminal
         for images, labels in bar:
             if scheme.due(step):
                 start = time.perf_counter()
@@ -484,7 +483,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Datase
             correct += int(np.sum(np.argmax(logits.numpy(), axis=-1) == labels.numpy()))
             seen += len(labels)
             step += 1
-            bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{correct / seen:.3f}")
+            bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{correct / seen:.3f}", refresh=False)
         train_seconds += time.perf_counter() - epoch_start
         all_step_ms += epoch_ms
         metrics = evaluate(test_data)

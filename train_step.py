@@ -7,7 +7,10 @@ tensor instead of computing (and pruning) gradient ops for the whole model.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 import tensorflow as tf
 import tensorflow_addons as tfa
@@ -113,3 +116,20 @@ def variables_by_mask(model: tf.keras.Model, mask: Sequence[int]) -> List[tf.Var
     if len(mask) != len(weights):
         raise ValueError(f"mask has {len(mask)} entries, the model {len(weights)} trainable tensors")
     return [w for w, keep in zip(weights, mask) if keep]
+
+
+def wall_times_ms(functions: Sequence[Callable[[], object]], steps: int, block: int = 5) -> List[float]:
+    """Median wall time of each function over `steps` calls.
+
+    Calls run in blocks of consecutive calls per function, as training runs one selection for
+    many steps; blocks of different functions alternate (A A A B B B A A A ...) so that slow
+    phases of a shared machine hit them all alike.
+    """
+    samples: List[List[float]] = [[] for _ in functions]
+    while len(samples[0]) < steps:
+        for index, function in enumerate(functions):
+            for _ in range(min(block, steps - len(samples[index]))):
+                start = time.perf_counter()
+                function()
+                samples[index].append((time.perf_counter() - start) * 1000.0)
+    return [float(np.median(s)) for s in samples]

@@ -178,6 +178,12 @@ def owner_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:
     return [owners[id(v)] for v in model.trainable_weights]
 
 
+def head_indices(model: tf.keras.Model) -> List[int]:
+    """Indices (model.trainable_weights order) of the tensors of the layer nearest the loss."""
+    owners = owner_layers(model)
+    return [k for k, owner in enumerate(owners) if owners and owner is owners[-1]]
+
+
 def save_weights(model: tf.keras.Model, path: str, model_name: str, num_classes: int,
                  input_size: int) -> None:
     """Save all weights of `model` to an .h5 file atomically, tagged with its architecture."""

@@ -10,7 +10,7 @@ run's final accuracy.
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 import os
 import sys
 from typing import Dict, List, Optional
@@ -33,11 +33,7 @@ def read_run(run_dir: str) -> Dict[str, List[float]]:
     if not all(tag in tags for tag in needed):
         raise UserError(f"{run_dir} has no per-epoch training events (not a finished main.py run?)")
     series = {tag: [float(tf.make_ndarray(e.tensor_proto)) for e in accumulator.Tensors(tag)] for tag in needed}
-    summary_path = os.path.join(run_dir, "summary.json")
     label = os.path.basename(os.path.normpath(run_dir))
-    if os.path.exists(summary_path):
-        with open(summary_path) as stream:
-            label = json.load(stream).get("train_type", label)
     return {"label": label, "seconds": series["time/train_seconds"], "accuracy": series["test/accuracy"],
             "loss": series["train/classification_loss"]}
 
@@ -73,6 +69,7 @@ def main(argv=None) -> int:
     parser.add_argument("--title", default="", help="figure title")
     args = parser.parse_args(argv)
     prepare_tensorflow_environment()
+    logging.getLogger("tensorboard").setLevel(logging.ERROR)  # "No path found after ..." chatter
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 PY=.venv/bin/python
-export TF_CPP_MIN_LOG_LEVEL=2
+export TF_CPP_MIN_LOG_LEVEL=3
 EPOCHS=${DEMO_EPOCHS:-6}
 RUNS="logs/demo/$(date +%Y%m%d-%H%M%S)"
 MODEL=(--model_name mobilenetv2 --input_size 64)

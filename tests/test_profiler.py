@@ -31,20 +31,24 @@ def _by_name(profile):
 
 def test_fixture_maps_every_tensor_in_forward_order(fixture_table):
     rows, structure = fixture_table
-    profile = profile_tables.timing_table(rows, structure, T_fp_ms=2.0, T_full_ms=5.0, meta=META)
+    profile = profile_tables.timing_table(rows, structure, head_ms=2.5, full_ms=5.0, meta=META)
     names = [t["name"] for t in profile["tensors"]]
     assert names == ["conv1/kernel:0", "conv1/bias:0", "bn1/gamma:0", "bn1/beta:0", "conv2/kernel:0",
                      "conv2/bias:0", "classifier/kernel:0", "classifier/bias:0"]
     assert all(t["t_dw_ms"] >= 0 and t["t_dy_ms"] >= 0 for t in profile["tensors"])
     assert profile["num_iterations"] == 5 and profile["coverage"] >= 0.95
-    # calibrated: training everything predicts the measured full step
+    # calibrated on two measured steps: the full step and the classifier alone are exact
     total = sum(t["t_dw_ms"] + t["t_dy_ms"] for t in profile["tensors"])
-    assert total == pytest.approx(profile["T_full_ms"] - profile["T_fp_ms"])
+    assert profile["T_fp_ms"] + total == pytest.approx(5.0)
+    head = sum(t["t_dw_ms"] for t in profile["tensors"] if t["name"].startswith("classifier/"))
+    assert profile["T_fp_ms"] + head == pytest.approx(2.5) and 0 < profile["T_fp_ms"] < 2.5
+    with pytest.raises(UserError, match="cannot calibrate the time model"):
+        profile_tables.timing_table(rows, structure, head_ms=5.0, full_ms=4.0, meta=META)
 
 
 def test_fixture_time_model_structure(fixture_table):
     rows, structure = fixture_table
-    tensors = _by_name(profile_tables.timing_table(rows, structure, T_fp_ms=2.0, T_full_ms=5.0, meta=META))
+    tensors = _by_name(profile_tables.timing_table(rows, structure, head_ms=2.5, full_ms=5.0, meta=META))
     # Two tensors of one layer share a point: no error-gradient time between them. In backward
     # order the bias comes first, so its t_dy (towards the kernel) is 0.
     for layer in ("conv1", "conv2", "classifier"):
@@ -74,7 +78,7 @@ def test_fused_batch_norm_gradient_is_charged_to_the_path(fixture_table):
 
 def test_profile_json_round_trips(fixture_table, tmp_path):
     rows, structure = fixture_table
-    profile = profile_tables.timing_table(rows, structure, T_fp_ms=2.0, T_full_ms=5.0, meta=META)
+    profile = profile_tables.timing_table(rows, structure, head_ms=2.5, full_ms=5.0, meta=META)
     path = str(tmp_path / "tiny.json")
     atomic_write_json(path, profile)
     assert profile_tables.load_profile(path) == json.loads(json.dumps(profile))

@@ -1,0 +1,72 @@
+"""Memory across re-selections: does switching the trained tensors 20 times grow the process?
+
+    python scripts/bench_reselection_memory.py --model_name mobilenetv2 --input_size 64
+
+Each re-selection picks a new random set of tensors (as ElasticTrainer's selections differ),
+fetches its compiled step from train.StepCache and trains two steps; the resident set size
+(RSS) is printed after each. With the bounded cache (default, 8 steps) memory levels off
+once the cache is full; --capacity 1000 shows what keeping every compiled step costs.
+A benchmark: it prints, it asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from utils import prepare_tensorflow_environment, run_cli  # noqa: E402
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as stream:
+        for line in stream:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_name", default="mobilenetv2")
+    parser.add_argument("--input_size", type=int, default=64)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--reselections", type=int, default=20)
+    parser.add_argument("--capacity", type=int, default=None, help="compiled steps kept (default: train's)")
+    args = parser.parse_args(argv)
+    prepare_tensorflow_environment()
+    import numpy as np
+
+    import models
+    import profiler
+    import train
+    from train_step import make_optimizer
+
+    model = models.build_model(args.model_name, 64, args.input_size, "none")
+    images, labels = profiler.random_batch(model, args.batch_size)
+    capacity = args.capacity or train.CACHED_STEPS
+    cache = train.StepCache(model, make_optimizer("sgd", 1e-3, 5e-4, 1000).optimizer, capacity=capacity)
+    rng = np.random.default_rng(0)
+    size = len(model.trainable_weights)
+    print(f"{args.model_name} {args.input_size} px, batch {args.batch_size}, cache capacity {capacity}")
+    print(f"{'selection':>9}{'tensors':>9}{'RSS MB':>9}")
+    history = []
+    for selection in range(1, args.reselections + 1):
+        mask = (rng.random(size) < rng.random()).astype(np.uint8)
+        mask[: rng.integers(size)] = 0
+        mask[-2:] = 1  # always the classifier
+        step = cache.get(mask)
+        for _ in range(2):
+            step(images, labels)[0].numpy()
+        gc.collect()
+        history.append(rss_mb())
+        print(f"{selection:>9}{int(mask.sum()):>9}{history[-1]:>9.0f}", flush=True)
+    full = min(capacity, len(history)) - 1
+    print(f"RSS after the cache filled (selection {full + 1}): {history[full]:.0f} MB; after selection "
+          f"{len(history)}: {history[-1]:.0f} MB ({history[-1] - history[full]:+.0f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

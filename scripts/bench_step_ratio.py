@@ -1,0 +1,100 @@
+"""Achieved step-time ratio of ElasticTrainer's selections against full training.
+
+    python scripts/bench_step_ratio.py --model_name mobilenetv2 --input_size 96 --batch_size 32
+
+For each rho, the selection ElasticTrainer makes (importance from a real probe batch, budget
+from the profile, rho * T_full - T_fp) is timed against the full training step in one process,
+in alternating blocks of consecutive steps (full, open, closed, full, ...), by medians:
+- open:   the first selection, from the profile alone;
+- closed: the selection after --periods closed-loop corrections (the controller compares
+          achieved with predicted step time after each period of --period_steps steps).
+The controller first re-fits the profile to live classifier-only and full step times (as
+--recalibrate does), so the target is rho times the full step as it runs now. A benchmark: it prints, it asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from utils import prepare_tensorflow_environment, run_cli  # noqa: E402
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_name", default="mobilenetv2")
+    parser.add_argument("--input_size", type=int, default=96)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--dataset_name", default="embedded_shapes", help="where probe batches come from")
+    parser.add_argument("--data_dir", default=None)
+    parser.add_argument("--weights", default="none", help="e.g. a backbone pre-trained on the source task")
+    parser.add_argument("--rhos", type=float, nargs="+", default=[0.4, 0.5, 0.6, 0.8])
+    parser.add_argument("--periods", type=int, default=3, help="closed-loop correction periods")
+    parser.add_argument("--period_steps", type=int, default=12, help="steps per correction period")
+    parser.add_argument("--rounds", type=int, default=20, help="timed steps per selection")
+    args = parser.parse_args(argv)
+    prepare_tensorflow_environment()
+    import numpy as np
+
+    import data
+    import models
+    import profile_tables
+    import profiler
+    import train
+    from train_step import make_optimizer, wall_times_ms
+
+    num_classes = data.num_classes(args.dataset_name, args.data_dir)
+    model = models.build_model(args.model_name, num_classes, args.input_size, args.weights)
+    name = profile_tables.profile_name(args.model_name, args.input_size, num_classes, args.batch_size)
+    path = os.path.join("profile_extracted", name + ".json")
+    if not os.path.exists(path):
+        profiler.main(["--model_name", args.model_name, "--input_size", str(args.input_size),
+                       "--num_classes", str(num_classes), "--batch_size", str(args.batch_size)])
+    profile = profile_tables.load_profile(path)
+    batches = iter(data.load(args.dataset_name, "train", args.batch_size, args.input_size, args.data_dir).repeat())
+    batch = next(batches)
+    setup = make_optimizer("sgd", 1e-3, 5e-4, 10_000)
+    cache = train.StepCache(model, setup.optimizer, capacity=64)
+    importance = train.normalized(train.ImportanceProbe(model, setup.optimizer).loss_change([batch]))
+    head_mask = train.classifier_mask(model)
+    full, head = cache.get(np.ones_like(head_mask)), cache.get(head_mask)
+
+    def timed(function) -> float:
+        start = time.perf_counter()
+        function()
+        return (time.perf_counter() - start) * 1000
+
+    for _ in range(3):  # compile and warm up
+        full(*batch)[0].numpy()
+        head(*batch)[0].numpy()
+    head_ms, full_ms = wall_times_ms([lambda: head(*batch)[0].numpy(), lambda: full(*batch)[0].numpy()],
+                                     args.rounds)
+    print(f"{args.model_name} {args.input_size} px, batch {args.batch_size}: profiled head {profile['T_head_ms']:.1f} "
+          f"/ full {profile['T_full_ms']:.1f} ms per step; live head {head_ms:.1f} / full {full_ms:.1f} ms")
+    print(f"{'rho':>5}{'open: tensors':>15}{'ratio':>8}{'closed: tensors':>17}{'ratio':>8}{'predicted':>11}")
+    for rho in args.rhos:
+        controller = train.StepTimeController(profile, rho)
+        controller.recalibrate(head_ms, full_ms, head_mask)
+        opened = mask = controller.select(importance)
+        for _ in range(args.periods):
+            step = cache.get(mask)
+            for _ in range(args.period_steps):
+                images, labels = next(batches)
+                controller.observe(timed(lambda: step(images, labels)[0].numpy()))
+            controller.end_period(mask)
+            mask = controller.select(importance)
+        steps = [full, cache.get(opened), cache.get(mask)]
+        for step in steps[1:]:
+            step(*batch)[0].numpy()
+        full_ms, open_ms, closed_ms = wall_times_ms(
+            [lambda step=step: step(*batch)[0].numpy() for step in steps], args.rounds)
+        print(f"{rho:>5.2f}{int(opened.sum()):>15}{open_ms / full_ms:>8.3f}{int(mask.sum()):>17}"
+              f"{closed_ms / full_ms:>8.3f}{controller.predicted_ms(mask) / controller.T_full_ms:>11.3f}",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
