@@ -119,8 +119,11 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
              f"Training wall time:   {summary['train_time_hours']:.4f} h "
              f"({summary['train_seconds']:.1f} s, validation excluded)",
              f"Speed:                {speed}"]
-    if summary["selection_overhead_share"]:
-        lines.append(f"Selection overhead:   {100 * summary['selection_overhead_share']:.2f} % of training time")
+    if summary["selection_seconds"]:
+        seconds = summary["selection_seconds"]
+        lines.append(f"Selection overhead:   {100 * summary['selection_overhead_share']:.2f} % of training time "
+                     f"({len(seconds)} selections: first {seconds[0]:.2f} s incl. compiling the probe"
+                     + (f", then {sum(seconds[1:]) / len(seconds[1:]):.2f} s each)" if len(seconds) > 1 else ")"))
     if txt_path:
         lines.append(f"Summary file:         {txt_path}")
     print("=" * 62, *lines, "=" * 62, sep="\n")
