@@ -90,6 +90,9 @@ def atomic_path(path: str) -> Iterator[str]:
     os.close(handle)
     try:
         yield temporary
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes 0600; outputs follow the umask
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):

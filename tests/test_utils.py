@@ -1,0 +1,54 @@
+"""Shared CLI helpers: atomic writes never leave half-written or destroyed files."""
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+
+import pytest
+
+from utils import UserError, atomic_path, atomic_write_json, read_json, run_cli, str2bool
+
+
+def test_atomic_write_replaces_whole_files_with_normal_permissions(tmp_path):
+    path = tmp_path / "out.json"
+    atomic_write_json(str(path), {"a": 1})
+    assert read_json(str(path), "file") == {"a": 1}
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+    assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_a_failed_write_keeps_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "weights.h5"
+    path.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_path(str(path)) as temporary:
+            with open(temporary, "w") as stream:
+                stream.write("half")
+            raise RuntimeError("crash while writing")
+    assert path.read_text() == "old" and os.listdir(tmp_path) == ["weights.h5"]
+
+
+def test_read_json_names_the_problem(tmp_path):
+    with pytest.raises(UserError, match="profile .* does not exist"):
+        read_json(str(tmp_path / "missing.json"), "profile")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(UserError, match="not valid JSON"):
+        read_json(str(tmp_path / "bad.json"), "profile")
+
+
+@pytest.mark.parametrize("text, value", [("true", True), ("False", False), ("1", True), ("no", False)])
+def test_boolean_flags_parse_words(text, value):
+    assert str2bool(text) is value
+    with pytest.raises(argparse.ArgumentTypeError):
+        str2bool("maybe")
+
+
+def test_user_errors_become_one_line_and_exit_2(capsys):
+    def failing(argv):
+        raise UserError("what went wrong and how to fix it")
+
+    assert run_cli(failing, []) == 2
+    assert capsys.readouterr().err == "error: what went wrong and how to fix it\n"
