@@ -302,7 +302,8 @@ def print_validation(results: List[Dict]) -> None:
 
 
 def plot_profile(profile: Dict, path: str) -> None:
-    """Bar chart of t_dw and t_dy per tensor, saved as PNG and PDF."""
+    """Per-tensor t_dw / t_dy bars, and the step time of training everything from the classifier
+    down to each tensor (what the selector trades against importance); PNG and PDF."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -310,16 +311,25 @@ def plot_profile(profile: Dict, path: str) -> None:
 
     tensors = profile["tensors"]
     index = np.arange(len(tensors))
-    figure, axis = plt.subplots(figsize=(max(6.0, len(tensors) * 0.05), 3.2))
-    axis.bar(index, [t["t_dw_ms"] for t in tensors], width=1.0, label="t_dw (weight gradient + update)")
-    axis.bar(index, [t["t_dy_ms"] for t in tensors], width=1.0, bottom=[t["t_dw_ms"] for t in tensors],
-             label="t_dy (error gradient to the next tensor)", alpha=0.8)
-    axis.set_xlabel("tensor (model.trainable_weights order: input ... classifier)")
-    axis.set_ylabel("ms per step")
-    axis.set_title(f"{profile.get('model_name', 'model')} {profile.get('input_size', '')} px, batch "
-                   f"{profile['batch_size']}: T_fp {profile['T_fp_ms']:.0f} ms, T_full "
-                   f"{profile['T_full_ms']:.0f} ms on {profile['device']}", fontsize=8)
-    axis.legend(fontsize=8)
+    t_dw = np.array([t["t_dw_ms"] for t in tensors])
+    t_dy = np.array([t["t_dy_ms"] for t in tensors])
+    figure, (bars, curve) = plt.subplots(2, 1, figsize=(max(7.0, len(tensors) * 0.05), 5.5), sharex=True)
+    bars.bar(index, t_dw, width=1.0, label="t_dw: weight gradient + update")
+    bars.bar(index, t_dy, width=1.0, bottom=t_dw, label="t_dy: error gradient to the next tensor down")
+    bars.set_ylabel("ms per step")
+    bars.legend(fontsize=8, loc="upper left")
+    # Training tensors k..N-1 costs T_fp + their t_dw + the t_dy above k (backward order).
+    from_top = profile["T_fp_ms"] + np.cumsum((t_dw + t_dy)[::-1])[::-1] - t_dy
+    curve.plot(index, from_top / profile["T_full_ms"], color="black")
+    curve.axhline(profile["T_fp_ms"] / profile["T_full_ms"], color="grey", linestyle=":",
+                  label="forward share of a step")
+    curve.set_ylabel("step time / full step")
+    curve.set_xlabel("tensor k (model.trainable_weights order: input ... classifier)")
+    curve.set_title("training every tensor from the classifier down to tensor k", fontsize=8)
+    curve.legend(fontsize=8)
+    figure.suptitle(f"{profile.get('model_name', 'model')} {profile.get('input_size', '')} px, batch "
+                    f"{profile['batch_size']}: T_fp {profile['T_fp_ms']:.0f} ms, T_full "
+                    f"{profile['T_full_ms']:.0f} ms on {profile['device']}", fontsize=9)
     figure.tight_layout()
     for target in (path, os.path.splitext(path)[0] + ".pdf"):
         with atomic_path(target) as temporary:
