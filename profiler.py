@@ -32,7 +32,8 @@ import tensorflow as tf  # noqa: E402
 
 import models  # noqa: E402
 import profile_tables  # noqa: E402
-from train_step import TrainStep, forward_function, make_optimizer, wall_times_ms  # noqa: E402
+from train_step import (TrainStep, forward_function, make_optimizer, wall_time_samples,  # noqa: E402
+                        wall_times_ms)
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli  # noqa: E402
 
 
@@ -180,7 +181,7 @@ def random_batch(model: tf.keras.Model, batch_size: int, seed: int = 0) -> Tuple
 
 
 def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int = 5,
-                  repeats: int = 10, logdir: Optional[str] = None, csv_path: Optional[str] = None,
+                  repeats: int = 20, logdir: Optional[str] = None, csv_path: Optional[str] = None,
                   optimizer: str = "sgd", meta: Optional[Dict] = None,
                   from_trace: Optional[str] = None, seed: int = 0) -> Dict:
     """Profile one training step of `model` (any Keras model built from standard layers).
@@ -215,8 +216,10 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
             for run in (step, head):
                 run(images, labels)[0].numpy()
             forward(images, labels).numpy()
-        head_ms, full_ms = wall_times_ms(
-            [lambda: head(images, labels)[0].numpy(), lambda: step(images, labels)[0].numpy()], repeats)
+        # Calibration times are pooled from before and after recording the trace: a shared
+        # machine's speed drifts by several percent over a minute.
+        timed = [lambda: head(images, labels)[0].numpy(), lambda: step(images, labels)[0].numpy()]
+        samples = wall_time_samples(timed, (repeats + 1) // 2)
         structure = step_structure(step, images, labels)
         if from_trace:
             xplane = find_xplane(from_trace)
@@ -224,6 +227,9 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
             logdir = logdir or tempfile.mkdtemp(prefix="profile_trace_")
             xplane = record_trace(step, forward, images, labels, logdir, num_iterations)
         rows = convert_trace(xplane)
+        for pooled, later in zip(samples, wall_time_samples(timed, repeats // 2 or 1)):
+            pooled.extend(later)
+        head_ms, full_ms = (float(np.median(s)) for s in samples)
     finally:
         model.set_weights(snapshot)
     if csv_path:
@@ -261,7 +267,8 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
     """Train random selections and compare predicted with measured step times (a benchmark).
 
     Besides `selections` random masks, times the classifier alone ("head") and every tensor
-    ("full"), in alternating blocks of consecutive steps, and compares medians.
+    ("full"), in alternating blocks of consecutive steps, and compares medians, both with the
+    saved profile and with the profile re-anchored to this session's head and full steps.
     """
     points = tensor_points(model)
     head = np.isin(np.arange(len(points)), models.head_indices(model)).astype(np.uint8)
@@ -280,25 +287,37 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
         measured = wall_times_ms([lambda t=t: t(images, labels)[0].numpy() for t in trainers], steps)
     finally:
         model.set_weights(snapshot)
+    # Re-anchor the model to the head-only and full steps measured now (as --recalibrate does
+    # in training): what remains is the time model's own error, not the machine's drift.
+    head_bp, full_bp = (predicted_step_ms(profile, m) - profile["T_fp_ms"] for _, m in masks[:2])
+    scale = (measured[1] - measured[0]) / (full_bp - head_bp)
+    anchored_fp = measured[0] - scale * head_bp
     results = []
     for (label, mask), actual in zip(masks, measured):
         predicted = predicted_step_ms(profile, mask)
+        anchored = anchored_fp + scale * (predicted - profile["T_fp_ms"])
         deepest = int(np.flatnonzero(mask)[0])
         results.append(dict(selection=label, tensors=int(mask.sum()), depth=len(mask) - deepest,
-                            predicted_ms=predicted, measured_ms=actual,
-                            error=(predicted - actual) / actual))
+                            predicted_ms=predicted, measured_ms=actual, anchored_ms=anchored,
+                            error=(predicted - actual) / actual, anchored_error=(anchored - actual) / actual))
     return results
 
 
 def print_validation(results: List[Dict]) -> None:
-    """A table of predicted vs measured step times and the error summary."""
-    print(f"{'selection':<11}{'tensors':>8}{'depth':>7}{'predicted ms':>14}{'measured ms':>13}{'error':>8}")
+    """A table of predicted vs measured step times and the error summaries."""
+    print(f"{'selection':<11}{'tensors':>8}{'depth':>7}{'predicted ms':>14}{'measured ms':>13}{'error':>8}"
+          f"{'re-anchored':>13}{'error':>8}")
     for r in results:
         print(f"{r['selection']:<11}{r['tensors']:>8}{r['depth']:>7}{r['predicted_ms']:>14.1f}"
-              f"{r['measured_ms']:>13.1f}{r['error']:>+8.1%}")
+              f"{r['measured_ms']:>13.1f}{r['error']:>+8.1%}{r['anchored_ms']:>13.1f}{r['anchored_error']:>+8.1%}")
     errors = np.abs([r["error"] for r in results])
-    print(f"relative error: median {np.median(errors):.1%}, max {np.max(errors):.1%} "
+    anchored = np.abs([r["anchored_error"] for r in results[2:]])
+    print(f"relative error of the saved profile: median {np.median(errors):.1%}, max {np.max(errors):.1%} "
           f"over {len(results)} selections")
+    if len(anchored):
+        print(f"relative error re-anchored to this session's head-only and full steps (removes machine "
+              f"drift): median {np.median(anchored):.1%}, max {np.max(anchored):.1%} over {len(anchored)} "
+              f"random selections")
 
 
 def plot_profile(profile: Dict, path: str) -> None:
@@ -355,7 +374,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="optimizer whose update is timed (use the one you train with)")
     parser.add_argument("--num_iterations", type=positive_int, default=5,
                         help="training steps recorded in the trace")
-    parser.add_argument("--repeats", type=positive_int, default=10,
+    parser.add_argument("--repeats", type=positive_int, default=20,
                         help="timed classifier-only and full training steps that calibrate the time model")
     parser.add_argument("--output_dir", default="profile_extracted", help="where profiles go")
     parser.add_argument("--logdir", default="logs", help="where the trace goes (TensorBoard)")
@@ -365,7 +384,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--validate", type=int, default=0, metavar="K",
                         help="benchmark the time model: train K random selections (plus head-only "
                              "and full) and compare predicted with measured step times")
-    parser.add_argument("--validate_steps", type=positive_int, default=10,
+    parser.add_argument("--validate_steps", type=positive_int, default=20,
                         help="timed steps per selection in --validate")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random batch and selections")
     return parser.parse_args(argv)

@@ -114,7 +114,8 @@ class ImportanceProbe:
         for images, labels in batches:
             with preserved_state(self.model, self.optimizer):
                 start = [w.numpy() for w in weights]
-                self.optimizer.apply_gradients(zip(self._gradients(images, labels), weights))
+                self.optimizer.apply_gradients(zip(self._gradients(images, labels), weights),
+                                               experimental_aggregate_gradients=False)
                 deltas = [w.numpy() - s for w, s in zip(weights, start)]
                 after = self._gradients(images, labels)
                 totals -= [float(np.sum(g.numpy() * d)) for g, d in zip(after, deltas)]
@@ -456,6 +457,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Datase
     best_accuracy, checkpoint = 0.0, None
     for epoch in range(config.num_epochs):
         epoch_start, epoch_ms, loss_sum, correct, seen = time.perf_counter(), [], 0.0, 0, 0
+        outside_ms, previous_end = [], time.perf_counter()  # data wait + bookkeeping between steps
         bar = tqdm(train_data, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.num_epochs}",
                    unit="step", dynamic_ncols=True, disable=None)  # no bar when not a terminal
         for images, labels in bar:
@@ -467,6 +469,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Datase
                 outputs.selection_mask(step, scheme.mask)
             trainer = steps.get(scheme.mask)
             start = time.perf_counter()
+            outside_ms.append((start - previous_end) * 1000)
             loss, logits = trainer(images, labels)
             loss_value = float(loss)  # also waits for the step to finish
             step_ms = (time.perf_counter() - start) * 1000
@@ -484,6 +487,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Datase
             seen += len(labels)
             step += 1
             bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{correct / seen:.3f}", refresh=False)
+            previous_end = time.perf_counter()
         train_seconds += time.perf_counter() - epoch_start
         all_step_ms += epoch_ms
         metrics = evaluate(test_data)
@@ -495,6 +499,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Datase
                                "train/classification_loss": loss_sum / max(seen, 1),
                                "train/learning_rate": float(setup.learning_rate(step)),
                                "time/step_ms": float(np.median(epoch_ms)) if epoch_ms else 0.0,
+                               "time/between_steps_ms": float(np.median(outside_ms)) if outside_ms else 0.0,
                                "time/train_seconds": train_seconds, **metrics})
         logging.info("epoch %d/%d: test accuracy %.2f%% (best %.2f%%), %.1f s of training",
                      epoch + 1, config.num_epochs, 100 * metrics["test/accuracy"], 100 * best_accuracy,

@@ -84,8 +84,14 @@ class TrainStep:
             objective = loss + self.penalty() if self.penalty is not None else loss
         gradients = tape.gradient(objective, self.variables)
         self.graph_names = {"loss": objective.name, "gradients": [_tensor_name(g) for g in gradients]}
+        # Keras's legacy optimizers all-reduce gradients across replicas through a
+        # tf.custom_gradient even on one device. In a tf.function, custom_gradient registers its
+        # gradient function in TensorFlow's global registry for good, and that function keeps
+        # the traced graph alive: each compiled step would leak its graph (~8 MB for
+        # MobileNetV2). Without a multi-device strategy the all-reduce is a no-op: skip it.
         self.optimizer.apply_gradients(
-            [(g, v) for g, v in zip(gradients, self.variables) if g is not None])
+            [(g, v) for g, v in zip(gradients, self.variables) if g is not None],
+            experimental_aggregate_gradients=False)
         return loss, logits
 
     def __call__(self, images: tf.Tensor, labels: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -118,8 +124,8 @@ def variables_by_mask(model: tf.keras.Model, mask: Sequence[int]) -> List[tf.Var
     return [w for w, keep in zip(weights, mask) if keep]
 
 
-def wall_times_ms(functions: Sequence[Callable[[], object]], steps: int, block: int = 5) -> List[float]:
-    """Median wall time of each function over `steps` calls.
+def wall_time_samples(functions: Sequence[Callable[[], object]], steps: int, block: int = 5) -> List[List[float]]:
+    """Wall times (ms) of `steps` calls of each function.
 
     Calls run in blocks of consecutive calls per function, as training runs one selection for
     many steps; blocks of different functions alternate (A A A B B B A A A ...) so that slow
@@ -132,4 +138,9 @@ def wall_times_ms(functions: Sequence[Callable[[], object]], steps: int, block: 
                 start = time.perf_counter()
                 function()
                 samples[index].append((time.perf_counter() - start) * 1000.0)
-    return [float(np.median(s)) for s in samples]
+    return samples
+
+
+def wall_times_ms(functions: Sequence[Callable[[], object]], steps: int, block: int = 5) -> List[float]:
+    """Median wall time (ms) of each function over `steps` block-interleaved calls."""
+    return [float(np.median(s)) for s in wall_time_samples(functions, steps, block)]

@@ -225,7 +225,13 @@ def load_weights(model: tf.keras.Model, path: str, model_name: str, num_classes:
         if saved_classes == num_classes:
             model.load_weights(path)
         else:
-            model.load_weights(path, by_name=True, skip_mismatch=True)
+            keras_logger = logging.getLogger("tensorflow")
+            level = keras_logger.level
+            keras_logger.setLevel(logging.ERROR)  # Keras warns once per skipped classifier weight
+            try:
+                model.load_weights(path, by_name=True, skip_mismatch=True)
+            finally:
+                keras_logger.setLevel(level)
             logging.info("loaded the %s backbone from %s; the classifier (%d classes there, %d here) "
                          "starts from a fresh init", model_name, path, saved_classes, num_classes)
     except ValueError as error:

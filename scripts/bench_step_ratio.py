@@ -19,7 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import prepare_tensorflow_environment, run_cli  # noqa: E402
+from utils import UserError, prepare_tensorflow_environment, run_cli  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -75,7 +75,11 @@ def main(argv=None) -> int:
           f"/ full {profile['T_full_ms']:.1f} ms per step; live head {head_ms:.1f} / full {full_ms:.1f} ms")
     print(f"{'rho':>5}{'open: tensors':>15}{'ratio':>8}{'closed: tensors':>17}{'ratio':>8}{'predicted':>11}")
     for rho in args.rhos:
-        controller = train.StepTimeController(profile, rho)
+        try:
+            controller = train.StepTimeController(profile, rho)
+        except UserError as error:  # rho below what the forward pass alone costs
+            print(f"{rho:>5.2f}  infeasible: {error}")
+            continue
         controller.recalibrate(head_ms, full_ms, head_mask)
         opened = mask = controller.select(importance)
         for _ in range(args.periods):

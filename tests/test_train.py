@@ -164,6 +164,24 @@ def test_repeated_selection_reuses_its_compiled_step():
     assert cache.get(full) is first and cache.get(head) is not None
 
 
+def test_evicted_steps_free_their_graphs():
+    """Re-selection must not leak: a compiled step dropped from the cache frees its graph."""
+    import gc
+
+    from tensorflow.python.framework import func_graph
+
+    model = tiny_model()
+    cache = train.StepCache(model, make_optimizer("sgd", 0.01, 5e-4, 10).optimizer, capacity=1)
+    images, labels = next(iter(tiny_data()))
+    for deepest in range(len(TENSORS) - 2, 0, -2):
+        mask = np.zeros(len(TENSORS), np.uint8)
+        mask[deepest:] = 1
+        cache.get(mask)(images, labels)
+    gc.collect()
+    graphs = [g for g in gc.get_objects() if isinstance(g, func_graph.FuncGraph) and g.name.startswith("_step")]
+    assert len(graphs) <= 2  # the one cached step (traced once to create slots, once after)
+
+
 def test_controller_closes_the_loop():
     model = tiny_model()
     profile = tiny_profile(model)
