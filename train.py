@@ -173,6 +173,7 @@ class StepTimeController:
         self.t_dw = np.array([t["t_dw_ms"] for t in reversed(profile["tensors"])], float)
         self.correction = 1.0
         self._samples: List[float] = []
+        self._warned = False
         try:
             solver.check_feasible(self.t_dy, self.t_dw, rho, self.T_fp_ms, self.T_full_ms)
         except solver.InfeasibleBudgetError as error:
@@ -207,6 +208,12 @@ class StepTimeController:
         achieved, predicted = float(np.median(samples)), self.predicted_ms(mask)
         ratio = achieved / predicted
         self.correction = ratio if self.correction == 1.0 else 0.5 * (self.correction + ratio)
+        if not 0.8 <= ratio <= 1.25 and not self._warned:
+            self._warned = True
+            logging.warning("steps run %.0f%% %s than the profile predicts: it may be stale or measured "
+                            "under other load. The budget is corrected; to re-measure, run the profiler "
+                            "again with --force, or train with --recalibrate 1", abs(ratio - 1) * 100,
+                            "slower" if ratio > 1 else "faster")
         return {"elastic/target_vs_achieved": achieved / self.target_ms,
                 "elastic/achieved_step_ms": achieved, "elastic/predicted_step_ms": predicted}
 

@@ -1,29 +1,33 @@
 #!/usr/bin/env bash
-# Every training scheme on the embedded target task, same epochs, from the same source-pretrained
-# backbone; then accuracy, wall time and time-to-reach full training's final accuracy per scheme.
-#   bash scripts/bench_schemes.sh [MODEL INPUT BATCH EPOCHS RHO INTERVAL]
-# Needs the backbone the demo pre-trains (saved_models/demo_<model>_source.h5): run the demo first,
-# or set BACKBONE=path. A benchmark: prints a table and writes figures/schemes_<model>_<input>.png.
+# Every training scheme on one dataset, same epochs and initial weights; then each scheme's
+# accuracy, wall time and time to reach full training's final accuracy, and a figure of test
+# accuracy and training loss against training time (the paper's Figures 15-16).
+#   bash scripts/bench_schemes.sh [MODEL INPUT BATCH EPOCHS]        (defaults: mobilenetv2 64 32 8)
+# Environment: DATASET (embedded_shapes), WEIGHTS (the demo's source-pretrained backbone,
+# saved_models/demo_<model>_source.h5), LR (0.02), RHO (0.5), INTERVAL (2), OUTPUT (figure path).
+# The profile is measured afresh (--force): a stale one would set a wrong step-time target.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 PY=.venv/bin/python
 export TF_CPP_MIN_LOG_LEVEL=3
-MODEL=${1:-mobilenetv2}; INPUT=${2:-64}; BATCH=${3:-32}; EPOCHS=${4:-8}; RHO=${5:-0.5}; INTERVAL=${6:-2}
-BACKBONE=${BACKBONE:-saved_models/demo_${MODEL}_source.h5}
-LR=${LR:-0.02}
-RUNS="logs/bench_schemes/${MODEL}_${INPUT}_$(date +%Y%m%d-%H%M%S)"
-[ -f "$BACKBONE" ] || { echo "no backbone at $BACKBONE: run bash scripts/run_demo.sh first or set BACKBONE" >&2; exit 2; }
-$PY profiler.py --model_name "$MODEL" --input_size "$INPUT" --num_classes 64 --batch_size "$BATCH"
+MODEL=${1:-mobilenetv2}; INPUT=${2:-64}; BATCH=${3:-32}; EPOCHS=${4:-8}
+DATASET=${DATASET:-embedded_shapes}; LR=${LR:-0.02}; RHO=${RHO:-0.5}; INTERVAL=${INTERVAL:-2}
+WEIGHTS=${WEIGHTS:-saved_models/demo_${MODEL}_source.h5}
+OUTPUT=${OUTPUT:-figures/schemes_${MODEL}_${INPUT}_${DATASET}.png}
+RUNS="logs/bench_schemes/${MODEL}_${INPUT}_${DATASET}_$(date +%Y%m%d-%H%M%S)"
+case "$WEIGHTS" in
+  imagenet|none) ;;
+  *) [ -f "$WEIGHTS" ] || { echo "no weights at $WEIGHTS: run bash scripts/run_demo.sh first or set WEIGHTS" >&2; exit 2; } ;;
+esac
+CLASSES=$($PY -c "import sys; sys.path.insert(0, '.'); import data; print(data.num_classes('$DATASET'))")
+$PY profiler.py --model_name "$MODEL" --input_size "$INPUT" --num_classes "$CLASSES" --batch_size "$BATCH" --force
 SCHEMES="full_training elastic_training traditional_tl_training bn_plus_bias_training prune_training
          elastic_training_weight_magnitude elastic_training_grad_magnitude"
 for scheme in $SCHEMES; do
-  $PY main.py --model_name "$MODEL" --input_size "$INPUT" --dataset_name embedded_shapes --batch_size "$BATCH" \
-    --weights "$BACKBONE" --learning_rate "$LR" --num_epochs "$EPOCHS" --train_type "$scheme" --rho "$RHO" \
-    --interval "$INTERVAL" --logdir "$RUNS" --run_name "$scheme" --save_txt true 2>&1 | grep -v "step/s"
+  $PY main.py --model_name "$MODEL" --input_size "$INPUT" --dataset_name "$DATASET" --batch_size "$BATCH" \
+    --weights "$WEIGHTS" --learning_rate "$LR" --num_epochs "$EPOCHS" --train_type "$scheme" --rho "$RHO" \
+    --interval "$INTERVAL" --logdir "$RUNS" --run_name "$scheme" --save_txt true
 done
 $PY scripts/plot_runs.py $(for s in $SCHEMES; do echo "$RUNS/$s"; done) \
-  --output "figures/schemes_${MODEL}_${INPUT}.png" --title "$MODEL $INPUT px on embedded_shapes, rho $RHO"
-for s in $SCHEMES; do
-  printf '%-36s selection overhead %s\n' "$s" "$($PY -c "import json; print('%.2f %%' % (100 * json.load(open('$RUNS/$s/summary.json'))['selection_overhead_share']))")"
-done
+  --output "$OUTPUT" --title "$MODEL $INPUT px on $DATASET, rho $RHO"

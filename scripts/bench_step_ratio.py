@@ -49,9 +49,8 @@ def main(argv=None) -> int:
     model = models.build_model(args.model_name, num_classes, args.input_size, args.weights)
     name = profile_tables.profile_name(args.model_name, args.input_size, num_classes, args.batch_size)
     path = os.path.join("profile_extracted", name + ".json")
-    if not os.path.exists(path):
-        profiler.main(["--model_name", args.model_name, "--input_size", str(args.input_size),
-                       "--num_classes", str(num_classes), "--batch_size", str(args.batch_size)])
+    profiler.main(["--model_name", args.model_name, "--input_size", str(args.input_size), "--num_classes",
+                   str(num_classes), "--batch_size", str(args.batch_size), "--force"])  # fresh, not stale
     profile = profile_tables.load_profile(path)
     batches = iter(data.load(args.dataset_name, "train", args.batch_size, args.input_size, args.data_dir).repeat())
     batch = next(batches)
