@@ -141,41 +141,73 @@ def attribute_ops(rows: Sequence[Mapping], structure: Mapping
     return t_dw, t_dy, gradient_ms, unattributed
 
 
-def head_tensors(structure: Mapping) -> List[int]:
-    """Forward indices of the output layer's tensors (the point nearest the loss)."""
-    points = structure["points"]
-    return [k for k, point in enumerate(points) if point == points[-1]]
+def point_tensors(points: Sequence, which: int) -> List[int]:
+    """Forward indices of the tensors sharing the point of tensor `which` (-1: the classifier's
+    point, nearest the loss; 0: the deepest point, nearest the input)."""
+    return [k for k, point in enumerate(points) if point == points[which]]
+
+
+def time_parts(t_dw: Sequence[float], t_dy: Sequence[float], selected: Sequence[int]) -> Tuple[float, float]:
+    """(weight-gradient time, error-gradient time) of training `selected` (forward indices):
+    their t_dw, and the t_dy of every tensor above the deepest selected one."""
+    deepest = min(selected)
+    return sum(t_dw[k] for k in selected), sum(t_dy[deepest + 1:])
+
+
+def fit_time_model(head: Tuple[float, float], path: Tuple[float, float], full: Tuple[float, float],
+                   head_ms: float, path_ms: Optional[float], full_ms: float) -> Tuple[float, float, float]:
+    """Fit step(M) = T_fp + a * dW(M) + b * dY(M) to measured training steps.
+
+    Args:
+        head, path, full: (dW, dY) op times of the classifier-only, deepest-layer-only ("path":
+            the whole error-gradient chain, almost no weight gradients) and full selections.
+        head_ms, path_ms, full_ms: their measured step times (path_ms None: one shared scale).
+
+    Returns:
+        (T_fp, a, b). Weight-gradient ops overlap with the error-gradient chain on multi-core
+        CPUs, so they are cheaper in a full step than alone; separate scales keep deep, sparse
+        selections (mostly chain) from being under-predicted.
+    """
+    if full_ms <= head_ms or sum(full) <= sum(head):
+        raise UserError(f"cannot calibrate the time model: a full step took {full_ms:.3g} ms and a "
+                        f"classifier-only step {head_ms:.3g} ms; re-run on a quieter machine")
+    shared = (full_ms - head_ms) / (sum(full) - sum(head))
+    fits = [(head_ms - shared * head[0], shared, shared)]
+    if path_ms is not None and full[0] > path[0] and path[1] > 0:
+        a = (full_ms - path_ms) / (full[0] - path[0])
+        T_fp = head_ms - a * head[0]
+        b = (path_ms - T_fp - a * path[0]) / path[1]
+        fits.insert(0, (T_fp, a, b))
+    for T_fp, a, b in fits:  # two scales when the measurements allow, else one
+        if T_fp > 0 and a > 0 and b > 0:
+            return T_fp, a, b
+    raise UserError(f"cannot calibrate the time model (forward time {fits[-1][0]:.3g} ms); re-run the "
+                    f"profiler on a quieter machine or with more --repeats")
 
 
 def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float, full_ms: float,
-                 meta: Mapping) -> Dict:
-    """The profile dict of DESIGN.md §4 from op stats, step structure and two wall-clock times.
+                 path_ms: Optional[float] = None, meta: Mapping) -> Dict:
+    """The profile dict of DESIGN.md §4 from op stats, step structure and measured steps.
 
     Op times overlap (TensorFlow runs independent ops on several threads) and carry profiler
     overhead, and a training step's forward pass costs more than a bare forward pass (it keeps
-    activations for the backward pass). So the time model step(M) = T_fp + scale * op_time(M)
-    is calibrated on two measured training steps: the classifier alone (`head_ms`) and every
-    tensor (`full_ms`). Both are then predicted exactly, and T_fp is the part of a step that no
-    selection changes (forward pass, loss, per-step overhead).
+    activations for the backward pass). So op times are calibrated on measured training steps:
+    the classifier alone (`head_ms`), the deepest layer alone (`path_ms`) and every tensor
+    (`full_ms`), which the table then predicts exactly (see fit_time_model). T_fp is the part of
+    a step that no selection changes (forward pass, loss, per-step overhead).
     """
     t_dw, t_dy, gradient_ms, unattributed = attribute_ops(rows, structure)
-    head = head_tensors(structure)
-    head_op_ms = sum(t_dw[k] for k in head)  # tensors of one point: no t_dy between them
-    full_op_ms = sum(t_dw) + sum(t_dy)
-    if full_op_ms <= head_op_ms or full_ms <= head_ms:
-        raise UserError(f"cannot calibrate the time model: a full step took {full_ms:.3g} ms and a "
-                        f"classifier-only step {head_ms:.3g} ms; re-run the profiler on a quieter machine")
-    scale = (full_ms - head_ms) / (full_op_ms - head_op_ms)
-    T_fp_ms = head_ms - scale * head_op_ms
-    if T_fp_ms <= 0:
-        raise UserError(f"cannot calibrate the time model (forward time {T_fp_ms:.3g} ms); re-run the "
-                        f"profiler on a quieter machine or with more --repeats")
-    tensors = [{"name": name, "shape": list(shape), "t_dw_ms": dw * scale, "t_dy_ms": dy * scale}
+    everything = range(len(t_dw))
+    T_fp_ms, dw_scale, dy_scale = fit_time_model(
+        time_parts(t_dw, t_dy, point_tensors(structure["points"], -1)),
+        time_parts(t_dw, t_dy, point_tensors(structure["points"], 0)),
+        time_parts(t_dw, t_dy, everything), head_ms, path_ms, full_ms)
+    tensors = [{"name": name, "shape": list(shape), "t_dw_ms": dw * dw_scale, "t_dy_ms": dy * dy_scale}
                for name, shape, dw, dy in zip(structure["tensors"], structure["shapes"], t_dw, t_dy)]
     worst = sorted(unattributed.items(), key=lambda item: -item[1])[:20]
     return dict(meta, num_iterations=traced_steps(rows, structure), T_fp_ms=T_fp_ms,
-                T_bp_ms=full_ms - T_fp_ms, T_full_ms=full_ms, T_head_ms=head_ms,
-                coverage=(sum(t_dw) + sum(t_dy)) / gradient_ms, op_time_scale=scale,
+                T_bp_ms=full_ms - T_fp_ms, T_full_ms=full_ms, T_head_ms=head_ms, T_path_ms=path_ms,
+                coverage=(sum(t_dw) + sum(t_dy)) / gradient_ms, dw_scale=dw_scale, dy_scale=dy_scale,
                 unattributed_ops={name: ms for name, ms in worst}, tensors=tensors)
 
 

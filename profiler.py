@@ -32,8 +32,8 @@ import tensorflow as tf  # noqa: E402
 
 import models  # noqa: E402
 import profile_tables  # noqa: E402
-from train_step import (TrainStep, forward_function, make_optimizer, wall_time_samples,  # noqa: E402
-                        wall_times_ms)
+from train_step import (TrainStep, forward_function, make_optimizer, typical_ms,  # noqa: E402
+                        wall_time_samples, wall_times_ms)
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli  # noqa: E402
 
 
@@ -181,7 +181,7 @@ def random_batch(model: tf.keras.Model, batch_size: int, seed: int = 0) -> Tuple
 
 
 def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int = 5,
-                  repeats: int = 20, logdir: Optional[str] = None, csv_path: Optional[str] = None,
+                  repeats: int = 12, logdir: Optional[str] = None, csv_path: Optional[str] = None,
                   optimizer: str = "sgd", meta: Optional[Dict] = None,
                   from_trace: Optional[str] = None, seed: int = 0) -> Dict:
     """Profile one training step of `model` (any Keras model built from standard layers).
@@ -190,7 +190,8 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         model: the model; its weights are restored afterwards.
         batch_size: examples per step (the input shape is the model's).
         num_iterations: training steps recorded in the trace.
-        repeats: timed classifier-only and full steps calibrating the time model (medians).
+        repeats: timed steps of each calibration selection (classifier only, deepest layer
+            only, everything); their 25th percentiles calibrate the time model.
         logdir: where the trace goes (TensorBoard profile log dir); a temp dir if None.
         csv_path: where to save the op-stats table, if given.
         optimizer: "sgd" (SGDW, momentum) or "adam"; its update is part of each tensor's t_dw.
@@ -208,17 +209,20 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     images, labels = random_batch(model, batch_size, seed)
     snapshot = model.get_weights()
     timed_optimizer = make_optimizer(optimizer, 1e-4, 5e-4, 1000).optimizer
+    points = tensor_points(model)
     step = TrainStep(model, timed_optimizer, model.trainable_weights)
-    head = TrainStep(model, timed_optimizer, [model.trainable_weights[k] for k in models.head_indices(model)])
+    calibration = [TrainStep(model, timed_optimizer, [model.trainable_weights[k] for k in
+                                                      profile_tables.point_tensors(points, which)])
+                   for which in (-1, 0)] + [step]  # classifier only, deepest layer only, full
     forward = forward_function(model)
     try:
         for _ in range(2):  # trace the functions and warm caches up
-            for run in (step, head):
+            for run in calibration:
                 run(images, labels)[0].numpy()
             forward(images, labels).numpy()
-        # Calibration times are pooled from before and after recording the trace: a shared
-        # machine's speed drifts by several percent over a minute.
-        timed = [lambda: head(images, labels)[0].numpy(), lambda: step(images, labels)[0].numpy()]
+        # Calibration samples are pooled from before and after recording the trace: a shared
+        # machine's speed drifts over a minute.
+        timed = [lambda run=run: run(images, labels)[0].numpy() for run in calibration]
         samples = wall_time_samples(timed, (repeats + 1) // 2)
         structure = step_structure(step, images, labels)
         if from_trace:
@@ -229,7 +233,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         rows = convert_trace(xplane)
         for pooled, later in zip(samples, wall_time_samples(timed, repeats // 2 or 1)):
             pooled.extend(later)
-        head_ms, full_ms = (float(np.median(s)) for s in samples)
+        head_ms, path_ms, full_ms = (typical_ms(s) for s in samples)
     finally:
         model.set_weights(snapshot)
     if csv_path:
@@ -237,7 +241,8 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
                 device=device_name(), optimizer=optimizer,
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
-    return profile_tables.timing_table(rows, structure, head_ms=head_ms, full_ms=full_ms, meta=meta)
+    return profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
+                                       meta=meta)
 
 
 def _random_masks(points: Sequence[int], count: int, rng: np.random.Generator) -> List[np.ndarray]:
@@ -266,13 +271,16 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
                         steps: int = 10, optimizer: str = "sgd", seed: int = 0) -> List[Dict]:
     """Train random selections and compare predicted with measured step times (a benchmark).
 
-    Besides `selections` random masks, times the classifier alone ("head") and every tensor
-    ("full"), in alternating blocks of consecutive steps, and compares medians, both with the
-    saved profile and with the profile re-anchored to this session's head and full steps.
+    Besides `selections` random masks, times the classifier alone ("head"), the deepest layer
+    alone ("path") and every tensor ("full"), in alternating blocks of consecutive steps, and
+    compares typical (25th-percentile) times with the saved profile's predictions and with the
+    profile re-anchored to this session's head, path and full steps.
     """
     points = tensor_points(model)
-    head = np.isin(np.arange(len(points)), models.head_indices(model)).astype(np.uint8)
-    masks = [("head", head), ("full", np.ones(len(points), np.uint8))]
+    as_mask = lambda indices: np.isin(np.arange(len(points)), indices).astype(np.uint8)  # noqa: E731
+    masks = [("head", as_mask(profile_tables.point_tensors(points, -1))),
+             ("path", as_mask(profile_tables.point_tensors(points, 0))),
+             ("full", np.ones(len(points), np.uint8))]
     masks += [(f"random {i + 1}", m) for i, m in
               enumerate(_random_masks(points, selections, np.random.default_rng(seed)))]
     images, labels = random_batch(model, batch_size, seed)
@@ -287,15 +295,16 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
         measured = wall_times_ms([lambda t=t: t(images, labels)[0].numpy() for t in trainers], steps)
     finally:
         model.set_weights(snapshot)
-    # Re-anchor the model to the head-only and full steps measured now (as --recalibrate does
+    # Re-anchor the model to the head, path and full steps measured now (as --recalibrate does
     # in training): what remains is the time model's own error, not the machine's drift.
-    head_bp, full_bp = (predicted_step_ms(profile, m) - profile["T_fp_ms"] for _, m in masks[:2])
-    scale = (measured[1] - measured[0]) / (full_bp - head_bp)
-    anchored_fp = measured[0] - scale * head_bp
+    t_dw = [t["t_dw_ms"] for t in profile["tensors"]]
+    t_dy = [t["t_dy_ms"] for t in profile["tensors"]]
+    parts = [profile_tables.time_parts(t_dw, t_dy, np.flatnonzero(m)) for _, m in masks]
+    T_fp, a, b = profile_tables.fit_time_model(parts[0], parts[1], parts[2], measured[0], measured[1], measured[2])
     results = []
-    for (label, mask), actual in zip(masks, measured):
+    for (label, mask), actual, (dw, dy) in zip(masks, measured, parts):
         predicted = predicted_step_ms(profile, mask)
-        anchored = anchored_fp + scale * (predicted - profile["T_fp_ms"])
+        anchored = T_fp + a * dw + b * dy
         deepest = int(np.flatnonzero(mask)[0])
         results.append(dict(selection=label, tensors=int(mask.sum()), depth=len(mask) - deepest,
                             predicted_ms=predicted, measured_ms=actual, anchored_ms=anchored,
@@ -311,11 +320,11 @@ def print_validation(results: List[Dict]) -> None:
         print(f"{r['selection']:<11}{r['tensors']:>8}{r['depth']:>7}{r['predicted_ms']:>14.1f}"
               f"{r['measured_ms']:>13.1f}{r['error']:>+8.1%}{r['anchored_ms']:>13.1f}{r['anchored_error']:>+8.1%}")
     errors = np.abs([r["error"] for r in results])
-    anchored = np.abs([r["anchored_error"] for r in results[2:]])
+    anchored = np.abs([r["anchored_error"] for r in results[3:]])
     print(f"relative error of the saved profile: median {np.median(errors):.1%}, max {np.max(errors):.1%} "
           f"over {len(results)} selections")
     if len(anchored):
-        print(f"relative error re-anchored to this session's head-only and full steps (removes machine "
+        print(f"relative error re-anchored to this session's head, path and full steps (removes machine "
               f"drift): median {np.median(anchored):.1%}, max {np.max(anchored):.1%} over {len(anchored)} "
               f"random selections")
 
@@ -374,8 +383,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="optimizer whose update is timed (use the one you train with)")
     parser.add_argument("--num_iterations", type=positive_int, default=5,
                         help="training steps recorded in the trace")
-    parser.add_argument("--repeats", type=positive_int, default=20,
-                        help="timed classifier-only and full training steps that calibrate the time model")
+    parser.add_argument("--repeats", type=positive_int, default=12,
+                        help="timed steps of each calibration selection (classifier only, deepest "
+                             "layer only, everything)")
     parser.add_argument("--output_dir", default="profile_extracted", help="where profiles go")
     parser.add_argument("--logdir", default="logs", help="where the trace goes (TensorBoard)")
     parser.add_argument("--force", action="store_true", help="re-profile even if a profile exists")

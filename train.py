@@ -23,7 +23,7 @@ import models
 import profile_tables
 import selection_solver_DP as solver
 from run_outputs import RunOutputs
-from train_step import (OptimizerSetup, TrainStep, classification_loss, make_optimizer,
+from train_step import (OptimizerSetup, TrainStep, classification_loss, make_optimizer, typical_ms,
                         variables_by_mask, wall_times_ms)
 from utils import UserError
 
@@ -189,12 +189,15 @@ class StepTimeController:
     def select(self, importance: np.ndarray) -> np.ndarray:
         """The most important selection (forward order) whose corrected step time fits the target."""
         budget = self.target_ms / self.correction - self.T_fp_ms
-        cheapest = float(np.min(np.concatenate(([0.0], np.cumsum(self.t_dy)[:-1])) + self.t_dw))
-        if budget < cheapest:
-            logging.warning("steps run %.0f%% slower than the profile predicts; even the cheapest "
-                            "tensor overshoots the target, so it alone is trained", 100 * (self.correction - 1))
-            budget = cheapest * (1 + 1e-6) + 1e-9
-        _, mask = solver.select_within_budget(self.t_dy, self.t_dw, importance[::-1], budget, self.resolution)
+        costs = np.concatenate(([0.0], np.cumsum(self.t_dy)[:-1])) + self.t_dw  # each tensor alone
+        if budget < costs.min():
+            logging.warning("the step-time target leaves %.1f ms for the backward pass, less than the "
+                            "cheapest tensor needs (%.1f ms); training that tensor alone", budget, costs.min())
+            mask = np.zeros(len(costs), np.uint8)
+            mask[int(np.argmin(costs))] = 1
+        else:
+            _, mask = solver.select_within_budget(self.t_dy, self.t_dw, importance[::-1], budget,
+                                                  self.resolution)
         return mask[::-1].copy()
 
     def observe(self, step_ms: float) -> None:
@@ -205,7 +208,7 @@ class StepTimeController:
         samples, self._samples = self._samples[2:], []  # the first steps may include tracing
         if len(samples) < 3:
             return {}
-        achieved, predicted = float(np.median(samples)), self.predicted_ms(mask)
+        achieved, predicted = typical_ms(samples), self.predicted_ms(mask)
         ratio = achieved / predicted
         self.correction = ratio if self.correction == 1.0 else 0.5 * (self.correction + ratio)
         if not 0.8 <= ratio <= 1.25 and not self._warned:
@@ -217,17 +220,18 @@ class StepTimeController:
         return {"elastic/target_vs_achieved": achieved / self.target_ms,
                 "elastic/achieved_step_ms": achieved, "elastic/predicted_step_ms": predicted}
 
-    def recalibrate(self, head_ms: float, full_ms: float, head_mask: np.ndarray) -> None:
-        """Re-fit the time model to live classifier-only and full step times (as the profiler
-        calibrates it): both become exact, tensor times keep their proportions."""
-        head_bp = float(solver.backward_time(self.t_dy, self.t_dw, head_mask[::-1]))
-        full_bp = float(solver.backward_time(self.t_dy, self.t_dw, np.ones_like(head_mask)))
-        if full_ms <= head_ms or full_bp <= head_bp:
-            logging.warning("live step times too noisy to recalibrate (head %.1f ms, full %.1f ms)", head_ms, full_ms)
+    def recalibrate(self, measured_ms: Sequence[float], masks: Sequence[np.ndarray]) -> None:
+        """Re-fit the time model to live step times of the classifier-only, deepest-layer-only and
+        full selections (as the profiler calibrates it); tensor times keep their proportions."""
+        t_dw, t_dy = self.t_dw[::-1], self.t_dy[::-1]  # forward order
+        parts = [profile_tables.time_parts(t_dw, t_dy, np.flatnonzero(mask)) for mask in masks]
+        try:
+            T_fp, dw_scale, dy_scale = profile_tables.fit_time_model(*parts, *measured_ms)
+        except UserError:
+            logging.warning("live step times too noisy to recalibrate (%s ms)", ", ".join(f"{m:.1f}" for m in measured_ms))
             return
-        scale = (full_ms - head_ms) / (full_bp - head_bp)
-        self.t_dy, self.t_dw = self.t_dy * scale, self.t_dw * scale
-        self.T_fp_ms, self.T_full_ms, self.correction = head_ms - scale * head_bp, full_ms, 1.0
+        self.t_dw, self.t_dy = self.t_dw * dw_scale, self.t_dy * dy_scale
+        self.T_fp_ms, self.T_full_ms, self.correction = T_fp, measured_ms[2], 1.0
 
 
 # ------------------------------------------------------------------------------------ schemes
@@ -343,16 +347,18 @@ class ElasticTraining(Scheme):
         return info
 
     def _recalibrate(self) -> Dict[str, float]:
-        """Time classifier-only and full steps live on a probe batch (state restored afterwards)."""
+        """Time classifier-only, deepest-layer-only and full steps live (state restored after)."""
         model, (images, labels) = self.context.model, self.probe_batches()[0]
-        steps = [self.context.steps.get(self._head), self.context.steps.get(np.ones_like(self._head))]
+        owners = models.owner_layers(model)
+        masks = [self._head, np.array([o is owners[0] for o in owners], np.uint8), np.ones_like(self._head)]
+        steps = [self.context.steps.get(mask) for mask in masks]
         with preserved_state(model, self.context.setup.optimizer):
             for step in steps:  # compile (if new) and warm up
                 step(images, labels)[0].numpy()
-            head_ms, full_ms = wall_times_ms([lambda s=s: s(images, labels)[0].numpy() for s in steps], 10)
-        self.controller.recalibrate(head_ms, full_ms, self._head)
-        return {"time/live_T_head_ms": head_ms, "time/live_T_full_ms": full_ms,
-                "time/live_T_fp_ms": self.controller.T_fp_ms}
+            measured = wall_times_ms([lambda s=s: s(images, labels)[0].numpy() for s in steps], 10)
+        self.controller.recalibrate(measured, masks)
+        return {"time/live_T_head_ms": measured[0], "time/live_T_path_ms": measured[1],
+                "time/live_T_full_ms": measured[2], "time/live_T_fp_ms": self.controller.T_fp_ms}
 
 
 class ElasticWeightMagnitude(ElasticTraining):

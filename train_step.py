@@ -141,6 +141,15 @@ def wall_time_samples(functions: Sequence[Callable[[], object]], steps: int, blo
     return samples
 
 
+def typical_ms(samples: Sequence[float]) -> float:
+    """The typical step time of a set of samples: their 25th percentile.
+
+    On a shared machine other work only ever adds time, in bursts that can cover half of a
+    measurement; a low quantile tracks the machine's own speed where a median would not.
+    """
+    return float(np.percentile(samples, 25))
+
+
 def wall_times_ms(functions: Sequence[Callable[[], object]], steps: int, block: int = 5) -> List[float]:
-    """Median wall time (ms) of each function over `steps` block-interleaved calls."""
-    return [float(np.median(s)) for s in wall_time_samples(functions, steps, block)]
+    """Typical wall time (ms) of each function over `steps` block-interleaved calls."""
+    return [typical_ms(s) for s in wall_time_samples(functions, steps, block)]

@@ -4,12 +4,13 @@
 
 For each rho, the selection ElasticTrainer makes (importance from a real probe batch, budget
 from the profile, rho * T_full - T_fp) is timed against the full training step in one process,
-in alternating blocks of consecutive steps (full, open, closed, full, ...), by medians:
+in alternating blocks of consecutive steps (full, open, closed, full, ...), compared by their
+25th percentiles (on a shared machine, other work only adds time) and by medians:
 - open:   the first selection, from the profile alone;
 - closed: the selection after --periods closed-loop corrections (the controller compares
           achieved with predicted step time after each period of --period_steps steps).
-The controller first re-fits the profile to live classifier-only and full step times (as
---recalibrate does), so the target is rho times the full step as it runs now. A benchmark: it prints, it asserts nothing.
+The controller first re-fits the profile to live classifier-only, deepest-layer-only and full
+step times (as --recalibrate does), so the target is rho times the full step as it runs now. A benchmark: it prints, it asserts nothing.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def main(argv=None) -> int:
     import profile_tables
     import profiler
     import train
-    from train_step import make_optimizer, wall_times_ms
+    from train_step import make_optimizer, typical_ms, wall_time_samples, wall_times_ms
 
     num_classes = data.num_classes(args.dataset_name, args.data_dir)
     model = models.build_model(args.model_name, num_classes, args.input_size, args.weights)
@@ -57,8 +58,11 @@ def main(argv=None) -> int:
     setup = make_optimizer("sgd", 1e-3, 5e-4, 10_000)
     cache = train.StepCache(model, setup.optimizer, capacity=64)
     importance = train.normalized(train.ImportanceProbe(model, setup.optimizer).loss_change([batch]))
-    head_mask = train.classifier_mask(model)
-    full, head = cache.get(np.ones_like(head_mask)), cache.get(head_mask)
+    owners = models.owner_layers(model)
+    masks = [train.classifier_mask(model), np.array([o is owners[0] for o in owners], np.uint8),
+             np.ones(len(owners), np.uint8)]  # classifier only, deepest layer only, full
+    calibration = [cache.get(mask) for mask in masks]
+    full = calibration[2]
 
     def timed(function) -> float:
         start = time.perf_counter()
@@ -66,20 +70,21 @@ def main(argv=None) -> int:
         return (time.perf_counter() - start) * 1000
 
     for _ in range(3):  # compile and warm up
-        full(*batch)[0].numpy()
-        head(*batch)[0].numpy()
-    head_ms, full_ms = wall_times_ms([lambda: head(*batch)[0].numpy(), lambda: full(*batch)[0].numpy()],
-                                     args.rounds)
-    print(f"{args.model_name} {args.input_size} px, batch {args.batch_size}: profiled head {profile['T_head_ms']:.1f} "
-          f"/ full {profile['T_full_ms']:.1f} ms per step; live head {head_ms:.1f} / full {full_ms:.1f} ms")
-    print(f"{'rho':>5}{'open: tensors':>15}{'ratio':>8}{'closed: tensors':>17}{'ratio':>8}{'predicted':>11}")
+        for step in calibration:
+            step(*batch)[0].numpy()
+    live = wall_times_ms([lambda s=s: s(*batch)[0].numpy() for s in calibration], args.rounds)
+    print(f"{args.model_name} {args.input_size} px, batch {args.batch_size}: profiled head / path / full "
+          f"{profile['T_head_ms']:.1f} / {profile['T_path_ms']:.1f} / {profile['T_full_ms']:.1f} ms per step; "
+          f"live {live[0]:.1f} / {live[1]:.1f} / {live[2]:.1f} ms (25th percentiles)")
+    print(f"{'rho':>5}{'open: tensors':>15}{'ratio':>8}{'closed: tensors':>17}{'ratio':>8}{'predicted':>11}"
+          f"{'median open':>13}{'closed':>10}")
     for rho in args.rhos:
         try:
             controller = train.StepTimeController(profile, rho)
         except UserError as error:  # rho below what the forward pass alone costs
             print(f"{rho:>5.2f}  infeasible: {error}")
             continue
-        controller.recalibrate(head_ms, full_ms, head_mask)
+        controller.recalibrate(live, masks)
         opened = mask = controller.select(importance)
         for _ in range(args.periods):
             step = cache.get(mask)
@@ -91,11 +96,12 @@ def main(argv=None) -> int:
         steps = [full, cache.get(opened), cache.get(mask)]
         for step in steps[1:]:
             step(*batch)[0].numpy()
-        full_ms, open_ms, closed_ms = wall_times_ms(
-            [lambda step=step: step(*batch)[0].numpy() for step in steps], args.rounds)
+        samples = wall_time_samples([lambda step=step: step(*batch)[0].numpy() for step in steps], args.rounds)
+        full_ms, open_ms, closed_ms = (typical_ms(s) for s in samples)
+        medians = [float(np.median(s)) for s in samples]
         print(f"{rho:>5.2f}{int(opened.sum()):>15}{open_ms / full_ms:>8.3f}{int(mask.sum()):>17}"
-              f"{closed_ms / full_ms:>8.3f}{controller.predicted_ms(mask) / controller.T_full_ms:>11.3f}",
-              flush=True)
+              f"{closed_ms / full_ms:>8.3f}{controller.predicted_ms(mask) / controller.T_full_ms:>11.3f}"
+              f"{medians[1] / medians[0]:>13.3f}{medians[2] / medians[0]:>10.3f}", flush=True)
     return 0
 
 

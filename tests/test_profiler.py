@@ -46,6 +46,20 @@ def test_fixture_maps_every_tensor_in_forward_order(fixture_table):
         profile_tables.timing_table(rows, structure, head_ms=5.0, full_ms=4.0, meta=META)
 
 
+def test_two_scale_calibration_predicts_the_three_measured_steps(fixture_table):
+    """With the deepest-layer-only step measured too, weight- and error-gradient op times get
+    their own scales, and head-only, path-only and full steps are all predicted exactly."""
+    rows, structure = fixture_table
+    profile = profile_tables.timing_table(rows, structure, head_ms=2.5, path_ms=4.2, full_ms=5.0, meta=META)
+    t_dw = [t["t_dw_ms"] for t in profile["tensors"]]
+    t_dy = [t["t_dy_ms"] for t in profile["tensors"]]
+    for which, measured in ((-1, 2.5), (0, 4.2)):
+        dw, dy = profile_tables.time_parts(t_dw, t_dy, profile_tables.point_tensors(structure["points"], which))
+        assert profile["T_fp_ms"] + dw + dy == pytest.approx(measured)
+    assert profile["T_fp_ms"] + sum(t_dw) + sum(t_dy) == pytest.approx(5.0)
+    assert profile["dw_scale"] != pytest.approx(profile["dy_scale"])
+
+
 def test_fixture_time_model_structure(fixture_table):
     rows, structure = fixture_table
     tensors = _by_name(profile_tables.timing_table(rows, structure, head_ms=2.5, full_ms=5.0, meta=META))

@@ -200,6 +200,10 @@ def test_controller_closes_the_loop():
     assert corrected.sum() < mask.sum()
     with pytest.raises(UserError, match="smallest feasible rho for this profile is"):
         train.StepTimeController(profile, rho=0.3)
+    for _ in range(10):  # a machine 3x slower than the profile: even one tensor overshoots
+        controller.observe(3 * controller.predicted_ms(corrected))
+    controller.end_period(corrected)
+    assert controller.select(importance).sum() == 1  # the cheapest tensor alone, never nothing
 
 
 def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
