@@ -4,7 +4,9 @@
 # accuracy and training loss against training time (the paper's Figures 15-16).
 #   bash scripts/bench_schemes.sh [MODEL INPUT BATCH EPOCHS]        (defaults: mobilenetv2 64 32 8)
 # Environment: DATASET (embedded_shapes), WEIGHTS (the demo's source-pretrained backbone,
-# saved_models/demo_<model>_source.h5), LR (0.02), RHO (0.5), INTERVAL (2), OUTPUT (figure path).
+# saved_models/demo_<model>_source.h5), LR (0.02), RHO (0.5), INTERVAL (2), OUTPUT (figure path),
+# SCHEMES (all seven), RHOS (elastic schemes run once per rho in this list; default: $RHO).
+#   e.g. accuracy against rho: SCHEMES="full_training elastic_training" RHOS="0.5 0.6 0.7" bash ...
 # The profile is measured afresh (--force): a stale one would set a wrong step-time target.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,12 +24,19 @@ case "$WEIGHTS" in
 esac
 CLASSES=$($PY -c "import sys; sys.path.insert(0, '.'); import data; print(data.num_classes('$DATASET'))")
 $PY profiler.py --model_name "$MODEL" --input_size "$INPUT" --num_classes "$CLASSES" --batch_size "$BATCH" --force
-SCHEMES="full_training elastic_training traditional_tl_training bn_plus_bias_training prune_training
-         elastic_training_weight_magnitude elastic_training_grad_magnitude"
+SCHEMES=${SCHEMES:-full_training elastic_training traditional_tl_training bn_plus_bias_training prune_training
+         elastic_training_weight_magnitude elastic_training_grad_magnitude}
+RHOS=${RHOS:-$RHO}
+names=()
 for scheme in $SCHEMES; do
-  $PY main.py --model_name "$MODEL" --input_size "$INPUT" --dataset_name "$DATASET" --batch_size "$BATCH" \
-    --weights "$WEIGHTS" --learning_rate "$LR" --num_epochs "$EPOCHS" --train_type "$scheme" --rho "$RHO" \
-    --interval "$INTERVAL" --logdir "$RUNS" --run_name "$scheme" --save_txt true
+  rhos=$RHO; name=$scheme
+  case "$scheme" in elastic*) rhos=$RHOS ;; esac
+  for rho in $rhos; do
+    case "$scheme" in elastic*) [ "$RHOS" = "$RHO" ] || name="${scheme}_rho$rho" ;; esac
+    $PY main.py --model_name "$MODEL" --input_size "$INPUT" --dataset_name "$DATASET" --batch_size "$BATCH" \
+      --weights "$WEIGHTS" --learning_rate "$LR" --num_epochs "$EPOCHS" --train_type "$scheme" --rho "$rho" \
+      --interval "$INTERVAL" --logdir "$RUNS" --run_name "$name" --save_txt true
+    names+=("$RUNS/$name")
+  done
 done
-$PY scripts/plot_runs.py $(for s in $SCHEMES; do echo "$RUNS/$s"; done) \
-  --output "$OUTPUT" --title "$MODEL $INPUT px on $DATASET, rho $RHO"
+$PY scripts/plot_runs.py "${names[@]}" --output "$OUTPUT" --title "$MODEL $INPUT px on $DATASET, rho $RHOS"
