@@ -99,10 +99,21 @@ def _tiny_config(seed: int) -> embedded_shapes.EmbeddedShapesConfig:
 
 
 def _build_files(directory, seed: int) -> dict:
+    """sha256 of each generated file's records, in file order, each in canonical proto form.
+
+    Canonical because protobuf 3.20 (pinned on Python < 3.11) writes the two keys of a
+    tf.train.Example's feature map in an order that varies from call to call; the records'
+    contents (image bytes, label) and their order are what must not vary.
+    """
     builder = tfds.builder("embedded_shapes", config=_tiny_config(seed), data_dir=str(directory))
     builder.download_and_prepare()
-    files = sorted(glob.glob(f"{builder.data_dir}/*.tfrecord*"))
-    return {f.rsplit("/", 1)[1]: hashlib.sha256(open(f, "rb").read()).hexdigest() for f in files}
+    hashes = {}
+    for path in sorted(glob.glob(f"{builder.data_dir}/*.tfrecord*")):
+        digest = hashlib.sha256()
+        for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+            digest.update(tf.train.Example.FromString(record).SerializeToString(deterministic=True))
+        hashes[path.rsplit("/", 1)[1]] = digest.hexdigest()
+    return hashes
 
 
 def test_embedded_dataset_same_seed_same_bytes(tmp_path):
