@@ -21,6 +21,7 @@ import tensorflow as tf  # noqa: E402
 import data  # noqa: E402
 import models  # noqa: E402
 import profile_tables  # noqa: E402
+import selection_solver_DP as solver  # noqa: E402
 from run_outputs import RunOutputs, unique_run_name  # noqa: E402
 from train import SCHEMES, TrainConfig, load_profile_for, train  # noqa: E402
 from train_step import OPTIMIZERS  # noqa: E402
@@ -73,6 +74,19 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     flag("--recalibrate", type=int, default=0, metavar="K",
          help="elastic schemes: every K selections, re-measure forward and full-step times "
               "live instead of trusting the profile forever (0: never)")
+    flag("--bn_mode", default="frozen", choices=models.BN_MODES,
+         help="BatchNorm of the backbone: frozen = inference mode, moving statistics used and "
+              "kept (the original's; gammas/betas still train when selected); train = batch "
+              "statistics (needed to train from scratch)")
+    flag("--rho_mode", default="exact", choices=solver.RHO_MODES,
+         help="elastic schemes: how rho becomes a backward budget. exact = rho*T_full - T_fp from "
+              "the measured profile, so steps take rho of a full step; paper = the original's "
+              "(rho - 1/3)*3/2 of the backward pass (its 2:1 FLOPs rule; its '50%%' runs used "
+              "--rho 0.533)")
+    flag("--reference_steps", type=int, default=20, metavar="N",
+         help="after training, time N full steps against N steps of the final selection, "
+              "interleaved, to report the step-time ratio under the run's own conditions "
+              "(0: skip; not counted in the training time)")
     flag("--logdir", default="logs", help="TensorBoard logs go to <logdir>/<run_name>")
     return parser.parse_args(argv)
 
@@ -87,13 +101,17 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         raise UserError("--learning_rate must be > 0 and --weight_decay >= 0")
     if args.recalibrate < 0:
         raise UserError("--recalibrate must be 0 (never) or a number of selections")
+    if args.reference_steps < 0:
+        raise UserError("--reference_steps must be 0 (skip) or a number of steps")
     models.check_input_size(args.model_name, args.input_size)
     num_classes = data.resolve_num_classes(args.dataset_name, args.num_classes, args.data_dir)
     elastic = SCHEMES[args.train_type].needs_profile
     run_name = args.run_name or "_".join(
-        [args.model_name, args.dataset_name, args.train_type] + ([f"rho{args.rho:g}"] if elastic else []))
+        [args.model_name, args.dataset_name, args.train_type]
+        + ([f"rho{args.rho:g}"] + (["paper"] if args.rho_mode == "paper" else []) if elastic else [])
+        + (["bntrain"] if args.bn_mode == "train" else []))
     profile = args.profile or os.path.join("profile_extracted", profile_tables.profile_name(
-        args.model_name, args.input_size, num_classes, args.batch_size) + ".json")
+        args.model_name, args.input_size, num_classes, args.batch_size, args.bn_mode) + ".json")
     if args.model_name == "vit" and args.optimizer == "sgd":
         logging.info("note: the paper trained ViT with --optimizer adam")
     ensure_writable_dir(args.logdir, "--logdir")
@@ -104,26 +122,35 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         num_epochs=args.num_epochs, run_name=unique_run_name(args.logdir, run_name),
         save_model=args.save_model, save_txt=args.save_txt, interval=args.interval, rho=args.rho,
         weights=args.weights, data_dir=args.data_dir, seed=args.seed, profile=profile,
-        probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate)
+        probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate,
+        bn_mode=args.bn_mode, rho_mode=args.rho_mode, reference_steps=args.reference_steps)
 
 
 def report(summary: dict, txt_path: Optional[str]) -> None:
     """Print the run's summary."""
     achieved, target = summary["step_time_ratio_achieved"], summary["step_time_ratio_target"]
     speed = (f"step time {achieved:.3f} x the profiled full step ({1 / achieved:.2f}x faster)"
-             if math.isfinite(achieved) else "step time vs full step: n/a (no matching profile)")
+             if math.isfinite(achieved) else "step time vs profiled full step: n/a (no matching profile)")
     if math.isfinite(target) and math.isfinite(achieved):
         speed += f"; target {target:.3f} ({1 / target:.2f}x)"
     lines = [f"Training type:        {summary['train_type']}",
              f"Best test accuracy:   {100 * summary['best_test_accuracy']:.2f} %",
              f"Training wall time:   {summary['train_time_hours']:.4f} h "
-             f"({summary['train_seconds']:.1f} s, validation excluded)",
+             f"({summary['train_seconds']:.1f} s, validation excluded; it took "
+             f"{summary['evaluation_seconds']:.1f} s more)",
              f"Speed:                {speed}"]
+    live = summary["step_time_ratio_live"]
+    if "reference_full_step_ms" in summary and math.isfinite(live):
+        lines.append(f"Measured live:        run's median step {summary['median_step_ms']:.1f} ms = {live:.3f} x "
+                     f"a full step timed now ({summary['reference_full_step_ms']:.1f} ms); final "
+                     f"selection {summary['reference_selection_step_ms'] / summary['reference_full_step_ms']:.3f} x")
+    train_seconds = summary["train_seconds"] or float("nan")
+    overhead = [f"compiling steps {summary['compile_seconds']:.1f} s ({100 * summary['compile_share']:.1f} %)"]
     if summary["selection_seconds"]:
         seconds = summary["selection_seconds"]
-        lines.append(f"Selection overhead:   {100 * summary['selection_overhead_share']:.2f} % of training time "
-                     f"({len(seconds)} selections: first {seconds[0]:.2f} s incl. compiling the probe"
-                     + (f", then {sum(seconds[1:]) / len(seconds[1:]):.2f} s each)" if len(seconds) > 1 else ")"))
+        overhead.append(f"selecting {sum(seconds):.1f} s ({100 * sum(seconds) / train_seconds:.1f} %, "
+                        f"{len(seconds)} selections of probe + DP)")
+    lines.append(f"Inside that time:     {'; '.join(overhead)}")
     if txt_path:
         lines.append(f"Summary file:         {txt_path}")
     print("=" * 62, *lines, "=" * 62, sep="\n")
@@ -135,7 +162,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         tf.config.experimental.set_memory_growth(gpu, True)
     config = resolve_config(args)
     tf.keras.utils.set_random_seed(config.seed)
-    model = models.build_model(config.model_name, config.num_classes, config.input_size, config.weights)
+    model = models.build_model(config.model_name, config.num_classes, config.input_size, config.weights,
+                               config.bn_mode)
     if SCHEMES[config.train_type].needs_profile:
         profile = load_profile_for(config, model)
     else:  # only to report the achieved step time relative to a full step

@@ -211,15 +211,26 @@ def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float,
                 unattributed_ops={name: ms for name, ms in worst}, tensors=tensors)
 
 
-def profile_name(model_name: str, input_size: int, num_classes: int, batch_size: int) -> str:
-    """The original's file stem: <model>_<input>_<classes>_<batch>_profile."""
-    return f"{model_name}_{input_size}_{num_classes}_{batch_size}_profile"
+def profile_name(model_name: str, input_size: int, num_classes: int, batch_size: int,
+                 bn_mode: str = "frozen") -> str:
+    """The original's file stem <model>_<input>_<classes>_<batch>_profile; profiles of the
+    non-default BatchNorm mode get `_bntrain` before `_profile` so both modes can coexist."""
+    mode = "" if bn_mode == "frozen" else f"_bn{bn_mode}"
+    return f"{model_name}_{input_size}_{num_classes}_{batch_size}{mode}_profile"
 
 
-def profile_command(model_name: str, input_size: int, num_classes: int, batch_size: int) -> str:
+def profile_command(model_name: str, input_size: int, num_classes: int, batch_size: int,
+                    bn_mode: str = "frozen") -> str:
     """The command that makes the profile a training run needs."""
+    mode = "" if bn_mode == "frozen" else f" --bn_mode {bn_mode}"
     return (f"python profiler.py --model_name {model_name} --input_size {input_size} "
-            f"--num_classes {num_classes} --batch_size {batch_size}")
+            f"--num_classes {num_classes} --batch_size {batch_size}{mode}")
+
+
+def profile_bn_mode(profile: Mapping) -> str:
+    """The BatchNorm mode a profile was measured in (profiles made before the mode was
+    recorded ran BatchNorm in training mode)."""
+    return str(profile.get("bn_mode", "train"))
 
 
 def load_profile(path: str) -> Dict:
@@ -245,12 +256,16 @@ def load_profile(path: str) -> Dict:
 
 def check_profile_matches(profile: Mapping, path: str, *, model_name: str, input_size: int,
                           num_classes: int, batch_size: int, tensor_shapes: Sequence[Sequence[int]],
-                          command: str) -> None:
-    """UserError unless `profile` was made for this model, input, classes, batch and tensors."""
+                          command: str, bn_mode: str = "frozen") -> None:
+    """UserError unless `profile` was made for this model, input, classes, batch, BatchNorm mode
+    and tensors."""
     wanted = dict(model_name=model_name, input_size=input_size, num_classes=num_classes,
                   batch_size=batch_size)
     wrong = [f"{key} {profile.get(key)!r} (need {value!r})" for key, value in wanted.items()
              if profile.get(key) != value]
+    if profile_bn_mode(profile) != bn_mode:
+        wrong.append(f"bn_mode {profile_bn_mode(profile)!r} (need {bn_mode!r}; BatchNorm's mode "
+                     f"changes the forward and backward times)")
     shapes = [list(t.get("shape", [])) for t in profile["tensors"]]
     if not wrong and shapes != [list(s) for s in tensor_shapes]:
         wrong.append(f"its {len(shapes)} tensors differ from the model's {len(tensor_shapes)}")

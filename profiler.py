@@ -379,6 +379,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--weights", default="none",
                         help="initial weights: none, imagenet or a .h5 path; timings do not "
                              "depend on weight values, so the default needs no download")
+    parser.add_argument("--bn_mode", default="frozen", choices=models.BN_MODES,
+                        help="BatchNorm mode of the training runs this profile is for (main.py "
+                             "--bn_mode): frozen = inference mode, the original's; train = batch "
+                             "statistics. The mode changes the step's times")
     parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
                         help="optimizer whose update is timed (use the one you train with)")
     parser.add_argument("--num_iterations", type=positive_int, default=5,
@@ -404,9 +408,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     if args.validate < 0:
         raise UserError("--validate must be 0 (off) or a number of random selections")
-    name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size)
+    name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size,
+                                       args.bn_mode)
     json_path = os.path.join(args.output_dir, name + ".json")
-    model = models.build_model(args.model_name, args.num_classes, args.input_size, args.weights)
+    model = models.build_model(args.model_name, args.num_classes, args.input_size, args.weights, args.bn_mode)
     if os.path.exists(json_path) and not args.force:
         profile = profile_tables.load_profile(json_path)
         logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
@@ -416,7 +421,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             model, args.batch_size, num_iterations=args.num_iterations, repeats=args.repeats,
             logdir=os.path.join(args.logdir, name), csv_path=os.path.join(args.output_dir, name + ".csv"),
             optimizer=args.optimizer, from_trace=args.from_trace, seed=args.seed,
-            meta=dict(model_name=args.model_name, input_size=args.input_size, num_classes=args.num_classes))
+            meta=dict(model_name=args.model_name, input_size=args.input_size, num_classes=args.num_classes,
+                      bn_mode=args.bn_mode))
         atomic_write_json(json_path, profile)
         plot_profile(profile, os.path.join("figures", name + ".png"))
         logging.info("profiled %s in %.0f s: T_fp %.1f ms, T_bp %.1f ms, T_full %.1f ms, coverage %.1f%%",

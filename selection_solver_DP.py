@@ -270,26 +270,87 @@ def smallest_feasible_rho(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, T_fp_ms: float
     return (T_fp_ms + _cheapest_ms(t_dy_ms, t_dw_ms)) / T_full_ms
 
 
+RHO_MODES = ("exact", "paper")
+PAPER_UNITS = 1000  # the original quantises the backward pass to this many units (its Tq)
+
+
+def paper_backward_fraction(rho: float) -> float:
+    """The original's rho -> backward fraction under its 2:1 FLOPs rule: (rho - 1/3) * 3/2.
+
+    The rule assumes the forward pass is a third of a training step, so a step-time target rho
+    leaves (rho - 1/3) of the step, i.e. (rho - 1/3) * 3/2 of the backward pass.
+    """
+    return (float(rho) - 1.0 / 3.0) * 1.5
+
+
+def paper_disco(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, units: int = PAPER_UNITS) -> float:
+    """The original's `disco`: the share of the backward time left after flooring each tensor's
+    time to 1/units of the total (it scales the backward fraction down by this, slightly)."""
+    t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
+    total = float(t_dy.sum() + t_dw.sum())
+    if total <= 0:
+        return 1.0
+    floored = np.floor(t_dy * units / total).sum() + np.floor(t_dw * units / total).sum()
+    return float(floored) / units
+
+
+def budget_for_rho(rho: float, t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, T_fp_ms: float,
+                   T_full_ms: float, rho_mode: str = "exact") -> float:
+    """Backward budget (ms) for a user's rho.
+
+    exact: rho * T_full - T_fp from measured times (the original's README, FAQ Q5).
+    paper: what the original's code runs, (rho - 1/3) * 3/2 * disco of the total backward time
+        sum(t_dw + t_dy) (its 2:1 FLOPs rule, whatever the forward pass really costs).
+    """
+    budget_ms = backward_budget_ms(rho, T_fp_ms, T_full_ms)  # validates rho and both times
+    if rho_mode == "exact":
+        return budget_ms
+    if rho_mode != "paper":
+        raise ValueError(f"rho_mode must be one of {RHO_MODES}, got {rho_mode!r}")
+    t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
+    return paper_backward_fraction(rho) * paper_disco(t_dy, t_dw) * float(t_dy.sum() + t_dw.sum())
+
+
 def check_feasible(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, rho: float, T_fp_ms: float,
-                   T_full_ms: float) -> float:
+                   T_full_ms: float, rho_mode: str = "exact") -> float:
     """Backward budget for rho, or InfeasibleBudgetError naming the smallest feasible rho.
 
     Args:
         t_dy_ms, t_dw_ms: times in ms, backward order.
         rho, T_fp_ms, T_full_ms: as in backward_budget_ms.
+        rho_mode: "exact" or "paper", as in budget_for_rho.
     Returns:
-        budget_ms = rho * T_full - T_fp, which pays for at least one tensor.
+        The budget (see budget_for_rho), which pays for at least one tensor.
     """
-    budget_ms = backward_budget_ms(rho, T_fp_ms, T_full_ms)
+    budget_ms = budget_for_rho(rho, t_dy_ms, t_dw_ms, T_fp_ms, T_full_ms, rho_mode)
     cheapest_ms = _cheapest_ms(t_dy_ms, t_dw_ms)
     if budget_ms < cheapest_ms:
-        smallest = (T_fp_ms + cheapest_ms) / T_full_ms
+        if rho_mode == "paper":
+            t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
+            share = cheapest_ms / (paper_disco(t_dy, t_dw) * float(t_dy.sum() + t_dw.sum()))
+            smallest = 1.0 / 3.0 + share / 1.5
+        else:
+            smallest = (T_fp_ms + cheapest_ms) / T_full_ms
         hint = (f"the smallest feasible rho for this profile is {smallest:.4g}" if smallest <= 1
                 else f"no rho <= 1 is feasible (it would take rho={smallest:.4g})")
         raise InfeasibleBudgetError(
-            f"rho={rho:.4g} leaves a backward budget of {budget_ms:.4g} ms, which cannot pay "
-            f"for even the cheapest tensor; {hint}")
+            f"rho={rho:.4g} ({rho_mode} mode) leaves a backward budget of {budget_ms:.4g} ms, "
+            f"which cannot pay for even the cheapest tensor; {hint}")
     return budget_ms
+
+
+def top_within_budget(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, budget_ms: float) -> np.ndarray:
+    """The longest contiguous top of the network (backward order 0..k-1) whose backward time
+    fits budget_ms, as a uint8 mask in backward order (the static-top baseline).
+
+    Training tensors 0..k-1 costs sum(t_dw[:k]) + sum(t_dy[:k-1]).
+    """
+    t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
+    costs = np.cumsum(t_dw) + np.concatenate(([0.0], np.cumsum(t_dy)[:-1]))
+    count = int(np.searchsorted(costs, budget_ms * (1.0 + 1e-12), side="right"))
+    mask = np.zeros(len(t_dw), np.uint8)
+    mask[:count] = 1
+    return mask
 
 
 def _profile_times(profile: Mapping) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -310,7 +371,7 @@ def _profile_times(profile: Mapping) -> tuple[np.ndarray, np.ndarray, float, flo
 
 
 def select_for_rho(profile: Mapping, importance: ArrayLike, rho: float,
-                   resolution: int = 1000) -> Selection:
+                   resolution: int = 1000, rho_mode: str = "exact") -> Selection:
     """Select tensors for a training loop: forward-order importance in, forward-order mask out.
 
     Args:
@@ -318,12 +379,13 @@ def select_for_rho(profile: Mapping, importance: ArrayLike, rho: float,
         importance: one value per tensor, forward (model.trainable_weights) order.
         rho: wanted step time as a fraction of T_full, in (0, 1].
         resolution: quantisation units for the total backward time.
+        rho_mode: "exact" or "paper" (see budget_for_rho).
     Returns:
         The Selection. Raises InfeasibleBudgetError when rho is below the smallest feasible rho.
     """
     t_dy, t_dw, T_fp_ms, T_full_ms = _profile_times(profile)
     backward_importance = _as_importance(importance, len(t_dw))[::-1]
-    budget_ms = check_feasible(t_dy, t_dw, rho, T_fp_ms, T_full_ms)
+    budget_ms = check_feasible(t_dy, t_dw, rho, T_fp_ms, T_full_ms, rho_mode)
     value, mask = select_within_budget(t_dy, t_dw, backward_importance, budget_ms, resolution)
     backward_ms = float(backward_time(t_dy, t_dw, mask))
     return Selection(mask=mask[::-1].copy(), importance=value, budget_ms=budget_ms,
@@ -348,6 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="timing table JSON from profiler.py (profile_extracted/<...>.json)")
     parser.add_argument("--rho", type=float, required=True,
                         help="wanted step time as a fraction of the full training step, (0, 1]")
+    parser.add_argument("--rho_mode", default="exact", choices=RHO_MODES,
+                        help="exact: backward budget rho*T_full - T_fp from measured times; paper: "
+                             "the original's (rho - 1/3)*3/2 of the backward time (2:1 FLOPs rule)")
     parser.add_argument("--importance", default=None,
                         help="importance per tensor in forward (model.trainable_weights) order: "
                              ".json list of floats, .npy array, or text with one value a line; "
@@ -365,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         count = len(tensors) if isinstance(tensors, list) else 0
         importance = (np.ones(count) if args.importance is None
                       else _load_importance(args.importance))
-        selection = select_for_rho(profile, importance, args.rho, args.resolution)
+        selection = select_for_rho(profile, importance, args.rho, args.resolution, args.rho_mode)
         names = [str(tensor.get("name", f"tensor_{index}"))
                  for index, tensor in enumerate(profile["tensors"])]
     except (OSError, TypeError, ValueError) as error:

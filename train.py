@@ -24,7 +24,7 @@ import profile_tables
 import selection_solver_DP as solver
 from run_outputs import RunOutputs
 from train_step import (OptimizerSetup, TrainStep, classification_loss, make_optimizer, typical_ms,
-                        variables_by_mask, wall_times_ms)
+                        variables_by_mask, wall_time_samples, wall_times_ms)
 from utils import UserError
 
 NORMALIZATION_LAYERS = (tf.keras.layers.BatchNormalization, tf.keras.layers.LayerNormalization,
@@ -59,6 +59,9 @@ class TrainConfig:
     probe_batches: int
     logdir: str
     recalibrate: int
+    bn_mode: str = "frozen"
+    rho_mode: str = "exact"
+    reference_steps: int = 20
     resolution: int = 1000
 
 
@@ -160,14 +163,15 @@ def normalized(importance: np.ndarray) -> np.ndarray:
 class StepTimeController:
     """Turns rho into a backward budget and keeps the achieved step time on target.
 
-    The profile predicts a step as T_fp + T_bp(M) and the target is rho * T_full (DESIGN.md §3).
-    After each selection has run, the ratio of achieved to predicted step time (a running
-    average) corrects the next budget, so throttling, other load or a stale profile do not
-    let steps drift off target. `recalibrate` swaps in live T_fp / T_full measurements.
+    exact mode: the profile predicts a step as T_fp + T_bp(M) and the target is rho * T_full
+    (DESIGN.md §3). After each selection has run, the ratio of achieved to predicted step time
+    (a running average) corrects the next budget, so throttling, other load or a stale profile
+    do not let steps drift off target. `recalibrate` swaps in live T_fp / T_full measurements.
+    paper mode: the original's budget, (rho - 1/3) * 3/2 of the backward time, open loop.
     """
 
-    def __init__(self, profile: Dict, rho: float, resolution: int = 1000):
-        self.rho, self.resolution = rho, resolution
+    def __init__(self, profile: Dict, rho: float, resolution: int = 1000, rho_mode: str = "exact"):
+        self.rho, self.resolution, self.rho_mode = rho, resolution, rho_mode
         self.T_fp_ms, self.T_full_ms = float(profile["T_fp_ms"]), float(profile["T_full_ms"])
         self.t_dy = np.array([t["t_dy_ms"] for t in reversed(profile["tensors"])], float)  # backward order
         self.t_dw = np.array([t["t_dw_ms"] for t in reversed(profile["tensors"])], float)
@@ -175,9 +179,15 @@ class StepTimeController:
         self._samples: List[float] = []
         self._warned = False
         try:
-            solver.check_feasible(self.t_dy, self.t_dw, rho, self.T_fp_ms, self.T_full_ms)
+            solver.check_feasible(self.t_dy, self.t_dw, rho, self.T_fp_ms, self.T_full_ms, rho_mode)
         except solver.InfeasibleBudgetError as error:
             raise UserError(f"--rho {rho}: {error}") from None
+
+    def budget_ms(self) -> float:
+        """The backward budget of the next selection (exact mode: corrected by the closed loop)."""
+        if self.rho_mode == "paper":
+            return solver.budget_for_rho(self.rho, self.t_dy, self.t_dw, self.T_fp_ms, self.T_full_ms, "paper")
+        return self.target_ms / self.correction - self.T_fp_ms
 
     @property
     def target_ms(self) -> float:
@@ -188,7 +198,7 @@ class StepTimeController:
 
     def select(self, importance: np.ndarray) -> np.ndarray:
         """The most important selection (forward order) whose corrected step time fits the target."""
-        budget = self.target_ms / self.correction - self.T_fp_ms
+        budget = self.budget_ms()
         costs = np.concatenate(([0.0], np.cumsum(self.t_dy)[:-1])) + self.t_dw  # each tensor alone
         if budget < costs.min():
             logging.warning("the step-time target leaves %.1f ms for the backward pass, less than the "
@@ -210,7 +220,8 @@ class StepTimeController:
             return {}
         achieved, predicted = typical_ms(samples), self.predicted_ms(mask)
         ratio = achieved / predicted
-        self.correction = ratio if self.correction == 1.0 else 0.5 * (self.correction + ratio)
+        if self.rho_mode == "exact":  # the paper's budget is a share of the backward pass: open loop
+            self.correction = ratio if self.correction == 1.0 else 0.5 * (self.correction + ratio)
         if not 0.8 <= ratio <= 1.25 and not self._warned:
             self._warned = True
             logging.warning("steps run %.0f%% %s than the profile predicts: it may be stale or measured "
@@ -307,7 +318,7 @@ class ElasticTraining(Scheme):
     def __init__(self, context: Context):
         super().__init__(context)
         config = context.config
-        self.controller = StepTimeController(context.profile, config.rho, config.resolution)
+        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode)
         self.probe = ImportanceProbe(context.model, context.setup.optimizer)
         self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
         self._probe_data: Iterator = iter(context.train_data.repeat())
@@ -361,6 +372,19 @@ class ElasticTraining(Scheme):
                 "time/live_T_full_ms": measured[2], "time/live_T_fp_ms": self.controller.T_fp_ms}
 
 
+class StaticTop(Scheme):
+    """Freeze-front baseline: the contiguous top of the network that fits ElasticTrainer's
+    backward budget at the same rho (and rho mode), chosen once from the profile."""
+
+    needs_profile = True
+
+    def initial_mask(self, model):
+        config = self.context.config
+        controller = StepTimeController(self.context.profile, config.rho, config.resolution, config.rho_mode)
+        top = solver.top_within_budget(controller.t_dy, controller.t_dw, controller.budget_ms())
+        return top[::-1].copy() if top.any() else classifier_mask(model)
+
+
 class ElasticWeightMagnitude(ElasticTraining):
     """Ablation: importance = sum |w| per tensor."""
 
@@ -380,6 +404,7 @@ SCHEMES: Dict[str, type] = {
     "traditional_tl_training": TraditionalTL,
     "bn_plus_bias_training": BNPlusBias,
     "prune_training": PruneTraining,
+    "static_top_training": StaticTop,
     "elastic_training": ElasticTraining,
     "elastic_training_weight_magnitude": ElasticWeightMagnitude,
     "elastic_training_grad_magnitude": ElasticGradMagnitude,
@@ -399,6 +424,10 @@ class StepCache:
         self.model, self.optimizer, self.capacity = model, optimizer, capacity
         self.penalty: Optional[Callable[[], tf.Tensor]] = None
         self._steps: "collections.OrderedDict[bytes, TrainStep]" = collections.OrderedDict()
+
+    def has(self, mask: np.ndarray) -> bool:
+        """Whether the step of `mask` is compiled and cached."""
+        return np.asarray(mask, np.uint8).tobytes() in self._steps
 
     def get(self, mask: np.ndarray) -> TrainStep:
         key = np.asarray(mask, np.uint8).tobytes()
@@ -436,9 +465,10 @@ def make_evaluator(model: tf.keras.Model) -> Callable[[tf.data.Dataset], Dict[st
 
 
 def load_profile_for(config: TrainConfig, model: tf.keras.Model) -> Dict:
-    """The timing profile a run needs, checked against its model, input, classes and batch."""
+    """The timing profile a run needs, checked against its model, input, classes, batch and
+    BatchNorm mode."""
     command = profile_tables.profile_command(config.model_name, config.input_size, config.num_classes,
-                                             config.batch_size)
+                                             config.batch_size, config.bn_mode)
     if not os.path.exists(config.profile):
         raise UserError(f"{config.train_type} needs a timing profile of this model on this device, "
                         f"and {config.profile} does not exist. Make it with: {command}")
@@ -446,7 +476,8 @@ def load_profile_for(config: TrainConfig, model: tf.keras.Model) -> Dict:
     profile_tables.check_profile_matches(
         profile, config.profile, model_name=config.model_name, input_size=config.input_size,
         num_classes=config.num_classes, batch_size=config.batch_size,
-        tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command=command)
+        tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command=command,
+        bn_mode=config.bn_mode)
     return profile
 
 
@@ -455,8 +486,10 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Datase
           profile: Optional[Dict] = None) -> Dict:
     """Train `model` with the scheme `config.train_type`; return the run's summary.
 
-    Wall time excludes validation. Each epoch ends with a test evaluation, TensorBoard scalars,
-    a checkpoint of the last good weights and, with save_model, the best weights.
+    Wall time (`train_seconds`) counts everything a user waits for except validation: steps,
+    data, tensor selection (probe and DP) and compiling each new selection's step. Each epoch
+    ends with a test evaluation, TensorBoard scalars, a checkpoint of the last good weights
+    and, with save_model, the best weights.
     """
     setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
                            steps_per_epoch * config.num_epochs)
@@ -466,8 +499,11 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Datase
     steps.penalty = scheme.penalty
     evaluate = make_evaluator(model)
     outputs.save_config(config)
-    step, train_seconds, selection_seconds, all_step_ms = 0, 0.0, [], []
-    best_accuracy, checkpoint = 0.0, None
+    if not scheme.due(0):  # a fixed selection: show it once
+        outputs.selection_mask(0, scheme.mask)
+    step, train_seconds, selection_seconds, all_step_ms, first_call_ms = 0, 0.0, [], [], []
+    best_accuracy, checkpoint, evaluation_seconds, history = 0.0, None, 0.0, []
+    batch = None
     for epoch in range(config.num_epochs):
         epoch_start, epoch_ms, loss_sum, correct, seen = time.perf_counter(), [], 0.0, 0, 0
         outside_ms, previous_end = [], time.perf_counter()  # data wait + bookkeeping between steps
@@ -480,6 +516,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Datase
                 selection_seconds.append(time.perf_counter() - start)
                 outputs.scalars(step, {**info, "elastic/selection_overhead_ms": 1000 * selection_seconds[-1]})
                 outputs.selection_mask(step, scheme.mask)
+            fresh = not steps.has(scheme.mask)  # its first call traces and compiles the step
             trainer = steps.get(scheme.mask)
             start = time.perf_counter()
             outside_ms.append((start - previous_end) * 1000)
@@ -493,45 +530,100 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Datase
                 raise TrainingDiverged(f"the loss became {loss_value} at step {step + 1} (epoch "
                                        f"{epoch + 1}); training stopped and {kept}. Try a lower "
                                        f"--learning_rate.")
-            scheme.observe_step(step_ms)
-            epoch_ms.append(step_ms)
+            if fresh:
+                first_call_ms.append(step_ms)
+            else:
+                scheme.observe_step(step_ms)
+                epoch_ms.append(step_ms)
             loss_sum += loss_value * len(labels)
             correct += int(np.sum(np.argmax(logits.numpy(), axis=-1) == labels.numpy()))
             seen += len(labels)
             step += 1
+            batch = (images, labels)
             bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{correct / seen:.3f}", refresh=False)
             previous_end = time.perf_counter()
         train_seconds += time.perf_counter() - epoch_start
         all_step_ms += epoch_ms
+        evaluation_start = time.perf_counter()
         metrics = evaluate(test_data)
+        evaluation_seconds += time.perf_counter() - evaluation_start
         best_accuracy = max(best_accuracy, metrics["test/accuracy"])
         if config.save_model and metrics["test/accuracy"] >= best_accuracy:
             outputs.save_best(model)
         checkpoint = outputs.checkpoint(model)
+        history.append({"epoch": epoch + 1, "train_seconds": train_seconds,
+                        "test_accuracy": metrics["test/accuracy"],
+                        "train_loss": loss_sum / max(seen, 1)})
         outputs.scalars(step, {"train/accuracy": correct / max(seen, 1),
                                "train/classification_loss": loss_sum / max(seen, 1),
                                "train/learning_rate": float(setup.learning_rate(step)),
                                "time/step_ms": float(np.median(epoch_ms)) if epoch_ms else 0.0,
                                "time/between_steps_ms": float(np.median(outside_ms)) if outside_ms else 0.0,
+                               "time/compile_seconds": compile_seconds(first_call_ms, all_step_ms),
+                               "time/selection_seconds": sum(selection_seconds),
+                               "time/evaluation_seconds": evaluation_seconds,
                                "time/train_seconds": train_seconds, **metrics})
         logging.info("epoch %d/%d: test accuracy %.2f%% (best %.2f%%), %.1f s of training",
                      epoch + 1, config.num_epochs, 100 * metrics["test/accuracy"], 100 * best_accuracy,
                      train_seconds)
-    return summarize(config, profile, best_accuracy, train_seconds, selection_seconds, all_step_ms)
+    reference = {}
+    if config.reference_steps and batch is not None and not scheme.mask.all():
+        reference = measure_reference(steps, setup.optimizer, scheme.mask, batch, config.reference_steps)
+    return summarize(config, profile, best_accuracy, train_seconds, selection_seconds, all_step_ms,
+                     compile_seconds(first_call_ms, all_step_ms), evaluation_seconds, history, reference)
+
+
+def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:
+    """Time the first calls of new selections' steps took beyond an ordinary step (tracing and
+    compiling), in seconds."""
+    typical = float(np.median(step_ms)) if len(step_ms) else 0.0
+    return sum(max(0.0, first - typical) for first in first_call_ms) / 1000
+
+
+def measure_reference(steps: "StepCache", optimizer, mask: np.ndarray, batch, count: int) -> Dict[str, float]:
+    """Time full-training steps against steps of `mask` now, in this process, interleaved in
+    blocks (model and optimizer state restored), so the run's step times are compared with a
+    full step under the same conditions rather than only with the (older) profile."""
+    images, labels = batch
+    start = time.perf_counter()
+    full, current = steps.get(np.ones_like(mask)), steps.get(mask)
+    with preserved_state(steps.model, optimizer):
+        for step in (full, current, full, current):  # compile (if new) and warm up
+            step(images, labels)[0].numpy()
+        full_ms, mask_ms = wall_time_samples(
+            [lambda s=s: s(images, labels)[0].numpy() for s in (full, current)], count)
+    return {"reference_full_step_ms": float(np.median(full_ms)),
+            "reference_selection_step_ms": float(np.median(mask_ms)),
+            "reference_seconds": time.perf_counter() - start}
 
 
 def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: float, train_seconds: float,
-              selection_seconds: Sequence[float], step_ms: Sequence[float]) -> Dict:
-    """The run's summary: accuracy, wall time, step time relative to the profiled full step, and
-    the time spent selecting tensors (the first selection also compiles the probe)."""
+              selection_seconds: Sequence[float], step_ms: Sequence[float], compile_s: float = 0.0,
+              evaluation_seconds: float = 0.0, history: Sequence[Dict] = (),
+              reference: Optional[Dict[str, float]] = None) -> Dict:
+    """The run's summary: accuracy, wall time and where it went, and step time relative to a
+    full step (the profile's, and one measured live at the end of the run when `reference`)."""
     median_ms = float(np.median(step_ms)) if len(step_ms) else float("nan")
     full_ms = float(profile["T_full_ms"]) if profile else float("nan")
-    elastic = SCHEMES[config.train_type].needs_profile
-    return {"run_name": config.run_name, "train_type": config.train_type,
-            "best_test_accuracy": best_accuracy, "train_time_hours": train_seconds / 3600,
+    scheme = SCHEMES[config.train_type]
+    if config.train_type == "full_training":
+        target = 1.0
+    else:
+        target = config.rho if scheme.needs_profile else float("nan")
+    reference = dict(reference or {})
+    live_full_ms = reference.get("reference_full_step_ms", median_ms if config.train_type == "full_training"
+                                 else float("nan"))
+    return {"run_name": config.run_name, "train_type": config.train_type, "rho": config.rho,
+            "rho_mode": config.rho_mode, "bn_mode": config.bn_mode, "seed": config.seed,
+            "best_test_accuracy": best_accuracy, "final_test_accuracy": history[-1]["test_accuracy"] if history else 0.0,
+            "train_time_hours": train_seconds / 3600,
             "train_seconds": train_seconds, "median_step_ms": median_ms,
             "step_time_ratio_achieved": median_ms / full_ms,
-            "step_time_ratio_target": config.rho if elastic else 1.0 if config.train_type == "full_training"
-            else float("nan"),
+            "step_time_ratio_live": median_ms / live_full_ms,
+            "step_time_ratio_target": target,
             "selection_seconds": list(selection_seconds),
-            "selection_overhead_share": sum(selection_seconds) / train_seconds if train_seconds else 0.0}
+            "selection_overhead_share": sum(selection_seconds) / train_seconds if train_seconds else 0.0,
+            "compile_seconds": compile_s,
+            "compile_share": compile_s / train_seconds if train_seconds else 0.0,
+            "evaluation_seconds": evaluation_seconds,
+            **reference, "history": list(history)}

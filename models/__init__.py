@@ -19,6 +19,11 @@ from utils import UserError, atomic_path
 
 CLASSIFIER_NAME = "classifier"
 BATCH_NORM_MOMENTUM = 0.9
+# How the backbone's BatchNorm layers run while training (the model's --bn_mode):
+#   frozen: inference mode, moving statistics used and never updated (the original's
+#           `base_model(x, training=False)`, and Keras's transfer-learning advice);
+#   train:  training mode, batch statistics, moving averages updated.
+BN_MODES = ("frozen", "train")
 # Attributes written into weight files saved by this project, checked when loading them.
 _ATTR_MODEL = "elastic_trainer_model_name"
 _ATTR_CLASSES = "elastic_trainer_num_classes"
@@ -127,7 +132,7 @@ def _build_backbone(model_name: str, input_size: int, imagenet: bool) -> tf.kera
 
 
 def build_model(model_name: str, num_classes: int, input_size: int,
-                weights: Optional[str] = "imagenet") -> tf.keras.Model:
+                weights: Optional[str] = "imagenet", bn_mode: str = "frozen") -> tf.keras.Model:
     """Build `model_name` with the paper's head.
 
     Args:
@@ -136,11 +141,16 @@ def build_model(model_name: str, num_classes: int, input_size: int,
         input_size: side of the square input images (raw 0..255 pixels).
         weights: "imagenet" (download/cache as Keras does), "none"/None (random init),
             or a path to a weights file saved by this project (see `save_weights`).
+        bn_mode: "frozen" runs the whole backbone in inference mode (BatchNorm uses and keeps
+            its moving statistics; gammas and betas still train when selected); "train" lets
+            the training flag reach it (batch statistics, moving averages updated).
 
     Returns:
         An uncompiled Keras model producing logits.
     """
     check_input_size(model_name, input_size)
+    if bn_mode not in BN_MODES:
+        raise UserError(f"unknown BatchNorm mode {bn_mode!r}; choose one of: {', '.join(BN_MODES)}")
     if num_classes < 2:
         raise UserError(f"--num_classes must be at least 2, got {num_classes}")
     weights_mode = "none" if weights is None else str(weights)
@@ -154,7 +164,9 @@ def build_model(model_name: str, num_classes: int, input_size: int,
     x = tf.keras.layers.RandomFlip("horizontal", name="random_flip")(inputs)
     x = tf.keras.layers.RandomRotation(0.1, name="random_rotation")(x)
     x = spec.preprocess(x)
-    x = backbone(x)
+    # frozen: the backbone always runs in inference mode, as in the original; augmentation,
+    # dropout and the classifier outside it still follow the training flag.
+    x = backbone(x, training=False) if bn_mode == "frozen" else backbone(x)
     if len(x.shape) == 4:  # CNN feature maps; ViT already returns its class token
         x = tf.keras.layers.GlobalAveragePooling2D(name="global_pool")(x)
     x = tf.keras.layers.Dropout(0.2, name="dropout")(x)

@@ -96,3 +96,31 @@ def test_offline_imagenet_weights_say_where_keras_caches_them(offline, monkeypat
     expected = tmp_path / "models" / "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5"
     assert "no network" in message and str(expected) in message
     assert "--weights none" in message
+
+
+@pytest.mark.parametrize("bn_mode, changes", [("frozen", False), ("train", True)])
+def test_bn_mode_decides_whether_a_training_step_moves_batchnorm_statistics(bn_mode, changes):
+    from train_step import TrainStep, classification_loss, make_optimizer
+
+    tf.keras.utils.set_random_seed(0)
+    model = models.build_model("mobilenetv2", 3, 32, weights="none", bn_mode=bn_mode)
+    batch_norms = [layer for layer in model.get_layer("mobilenetv2").layers
+                   if isinstance(layer, tf.keras.layers.BatchNormalization)]
+    statistics = lambda: [v.numpy().copy() for layer in batch_norms  # noqa: E731
+                          for v in (layer.moving_mean, layer.moving_variance)]
+    before = statistics()
+    images, labels = tf.random.uniform((4, 32, 32, 3), 0, 255), tf.constant([0, 1, 2, 0], tf.int64)
+    step = TrainStep(model, make_optimizer("sgd", 0.1, 0.0, 10).optimizer, model.trainable_weights)
+    step(images, labels)
+    moved = [not np.array_equal(old, new) for old, new in zip(before, statistics())]
+    assert all(moved) if changes else not any(moved)
+    # gammas and betas still get gradients in both modes (they train when selected)
+    with tf.GradientTape() as tape:
+        loss = classification_loss(labels, model(images, training=True))
+    gradients = tape.gradient(loss, [layer.gamma for layer in batch_norms])
+    assert all(g is not None for g in gradients) and any(float(tf.reduce_max(tf.abs(g))) > 0 for g in gradients)
+
+
+def test_unknown_bn_mode_is_refused():
+    with pytest.raises(UserError, match="unknown BatchNorm mode 'eval'; choose one of: frozen, train"):
+        models.build_model("mobilenetv2", 3, 32, weights="none", bn_mode="eval")

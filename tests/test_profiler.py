@@ -13,7 +13,7 @@ import profiler
 from utils import UserError, atomic_write_json
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
-META = dict(model_name="tiny", input_size=32, num_classes=5, batch_size=8, tensorflow_version="2.15.1",
+META = dict(model_name="tiny", input_size=32, num_classes=5, batch_size=8, bn_mode="frozen", tensorflow_version="2.15.1",
             device="test", created="now")
 
 
@@ -207,3 +207,18 @@ def test_profile_must_match_the_run():
         profile_tables.check_profile_matches(profile, "p.json", **{**arguments, "batch_size": 4})
     with pytest.raises(UserError, match="its 2 tensors differ from the model's 1"):
         profile_tables.check_profile_matches(profile, "p.json", **{**arguments, "tensor_shapes": [[3]]})
+
+
+def test_a_profile_of_the_other_batchnorm_mode_is_refused():
+    profile = {**META, "bn_mode": "train", "tensors": [{"name": "a", "shape": [3]}]}
+    arguments = dict(model_name="tiny", input_size=32, num_classes=5, batch_size=8, tensor_shapes=[[3]],
+                     command=profile_tables.profile_command("tiny", 32, 5, 8, "frozen"))
+    with pytest.raises(UserError, match=r"bn_mode 'train' \(need 'frozen'.*--batch_size 8$"):
+        profile_tables.check_profile_matches(profile, "p.json", **arguments, bn_mode="frozen")
+    profile_tables.check_profile_matches(profile, "p.json", **arguments, bn_mode="train")
+    legacy = {key: value for key, value in profile.items() if key != "bn_mode"}  # made before the mode was kept
+    with pytest.raises(UserError, match="bn_mode 'train'"):
+        profile_tables.check_profile_matches(legacy, "p.json", **arguments, bn_mode="frozen")
+    assert profile_tables.profile_name("m", 64, 10, 32) == "m_64_10_32_profile"
+    assert profile_tables.profile_name("m", 64, 10, 32, "train") == "m_64_10_32_bntrain_profile"
+    assert profile_tables.profile_command("m", 64, 10, 32, "train").endswith("--batch_size 32 --bn_mode train")

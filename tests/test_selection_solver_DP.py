@@ -235,3 +235,28 @@ def test_cli_missing_file_and_help(tmp_path):
     assert help_text.returncode == 0
     for flag in ("--profile", "--rho", "--importance", "--resolution"):
         assert flag in help_text.stdout
+
+
+def test_paper_rho_mode_reproduces_the_originals_budget_by_hand():
+    t_dy, t_dw = [0, 2, 1, 4, 0], [5, 1, 7, 3, 1]  # backward order, 24 ms in all
+    # Flooring each time to 1/1000 of 24 ms keeps 0+83+41+166+0 + 208+41+291+125+41 = 996 units.
+    assert solver.paper_disco(t_dy, t_dw) == pytest.approx(0.996)
+    assert solver.paper_backward_fraction(0.533) == pytest.approx(0.2995)
+    paper = solver.budget_for_rho(0.533, t_dy, t_dw, 10.0, 34.0, "paper")
+    assert paper == pytest.approx(0.2995 * 0.996 * 24)  # 7.159 ms, whatever the forward pass costs
+    assert solver.budget_for_rho(0.533, t_dy, t_dw, 10.0, 34.0, "exact") == pytest.approx(0.533 * 34 - 10)
+    # The cheapest tensor costs 1 ms: paper mode needs rho >= 1/3 + (1 / (0.996 * 24)) / 1.5.
+    with pytest.raises(solver.InfeasibleBudgetError, match=r"paper mode.*smallest feasible rho .* is 0\.3612"):
+        solver.check_feasible(t_dy, t_dw, 0.35, 10.0, 34.0, "paper")
+    with pytest.raises(ValueError, match="rho_mode must be one of"):
+        solver.budget_for_rho(0.5, t_dy, t_dw, 10.0, 34.0, "flops")
+
+
+def test_top_within_budget_takes_the_longest_contiguous_top_that_fits():
+    t_dy, t_dw = [0, 2, 1, 4, 0], [5, 1, 7, 3, 1]
+    # Top k tensors cost cumsum(t_dw)[k-1] + sum(t_dy[:k-1]): 5, 6, 15, 19, 24.
+    for budget, expected in [(4.9, []), (5, [0]), (7.16, [0, 1]), (15, [0, 1, 2]), (23.9, [0, 1, 2, 3]),
+                             (24, [0, 1, 2, 3, 4])]:
+        mask = solver.top_within_budget(t_dy, t_dw, budget)
+        assert mask.dtype == np.uint8 and list(np.flatnonzero(mask)) == expected
+        assert solver.backward_time(t_dy, t_dw, mask) <= budget

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import selection_solver_DP as solver
 import train
 from run_outputs import RunOutputs
 from train_step import make_optimizer
@@ -63,6 +64,8 @@ EXPECTED = {
     "full_training": TENSORS,
     "prune_training": TENSORS,
     "traditional_tl_training": ["classifier/kernel:0", "classifier/bias:0"],
+    # Top k tensors of the tiny profile cost 1, 4, 5, 8 ms; rho 0.6 leaves 0.6 * 29 - 10 = 7.4 ms.
+    "static_top_training": ["norm/beta:0", "classifier/kernel:0", "classifier/bias:0"],
     "bn_plus_bias_training": ["conv/bias:0", "bn/gamma:0", "bn/beta:0", "norm/gamma:0", "norm/beta:0",
                               "classifier/kernel:0", "classifier/bias:0"],
 }
@@ -222,3 +225,32 @@ def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
     with pytest.raises(train.TrainingDiverged, match=r"loss became nan at step 5 \(epoch 2\).*last good"):
         train.train(config(num_epochs=3, logdir=str(tmp_path)), model, data, tiny_data(), 4, outputs)
     assert (tmp_path / "nan_run" / "last_good.h5").exists()
+
+
+def test_paper_rho_mode_selects_within_the_originals_budget_and_keeps_the_loop_open():
+    model = tiny_model()
+    profile = tiny_profile(model)  # 19 ms of backward pass, T_fp 10, T_full 29
+    controller = train.StepTimeController(profile, rho=0.6, rho_mode="paper")
+    disco = solver.paper_disco(controller.t_dy, controller.t_dw)
+    assert controller.budget_ms() == pytest.approx((0.6 - 1 / 3) * 1.5 * disco * 19)
+    mask = controller.select(np.ones(len(TENSORS)))
+    assert controller.predicted_ms(mask) - 10 <= controller.budget_ms()
+    for _ in range(10):
+        controller.observe(2 * controller.predicted_ms(mask))
+    controller.end_period(mask)
+    assert controller.correction == 1.0  # the original has no closed loop
+
+
+def test_summary_counts_compile_time_and_measures_a_live_full_step(tmp_path):
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+    run_config = config(train_type="elastic_training", num_epochs=2, logdir=str(tmp_path), reference_steps=4)
+    summary = train.train(run_config, model, tiny_data(), tiny_data(), 4, outputs, tiny_profile(model))
+    assert summary["compile_seconds"] > 0 and 0 < summary["compile_share"] < 1
+    assert summary["reference_full_step_ms"] > 0 and summary["reference_selection_step_ms"] > 0
+    assert summary["step_time_ratio_live"] == pytest.approx(
+        summary["median_step_ms"] / summary["reference_full_step_ms"])
+    assert [entry["epoch"] for entry in summary["history"]] == [1, 2]
+    assert summary["history"][-1]["train_seconds"] == pytest.approx(summary["train_seconds"])
+    assert summary["evaluation_seconds"] > 0

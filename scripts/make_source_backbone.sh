@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Pre-train a backbone on the embedded source task (the offline stand-in for ImageNet weights)
+# once, and cache it; every study script reuses it instead of training again.
+#   bash scripts/make_source_backbone.sh [MODEL] [INPUT]     (defaults: mobilenetv2 64)
+# Writes saved_models/source_<MODEL>_<INPUT>.h5 (skipped when it exists) and prints its path last.
+# Environment: SOURCE_EPOCHS (default 15), SOURCE_BATCH (64), SOURCE_LR (2e-3, Adam, cosine).
+# BatchNorm trains in batch-statistics mode here: a network trained from scratch needs it.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup.sh >&2
+PY=.venv/bin/python
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
+MODEL=${1:-mobilenetv2}; INPUT=${2:-64}
+EPOCHS=${SOURCE_EPOCHS:-15}; BATCH=${SOURCE_BATCH:-64}; LR=${SOURCE_LR:-2e-3}
+BACKBONE=saved_models/source_${MODEL}_${INPUT}.h5
+if [ ! -f "$BACKBONE" ]; then
+  echo "pre-training $MODEL at $INPUT px on embedded_shapes_source for $EPOCHS epochs -> $BACKBONE" >&2
+  RUN=source_${MODEL}_${INPUT}
+  $PY main.py --model_name "$MODEL" --input_size "$INPUT" --dataset_name embedded_shapes_source \
+    --train_type full_training --bn_mode train --weights none --optimizer adam --learning_rate "$LR" \
+    --batch_size "$BATCH" --num_epochs "$EPOCHS" --logdir logs/source --run_name "$RUN" \
+    --save_model true --reference_steps 0 >&2
+  mv "saved_models/$RUN.h5" "$BACKBONE"
+fi
+echo "$BACKBONE"
