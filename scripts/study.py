@@ -1,0 +1,135 @@
+"""The paper-headline study on the embedded dataset: a proxy calibrated on the baselines alone,
+then every scheme over several seeds, resumable, summarised as a claims table and figure.
+
+    python scripts/study.py run calibration --model_name mobilenetv2    # baselines only
+    python scripts/study.py run claims --model_name mobilenetv2         # hours on 2 cores
+    python scripts/study.py table claims --model_name mobilenetv2       # table + figure
+
+Each finished run's summary is copied to results/study/<model>_<input>/<plan>/<run>.json (small,
+kept in git); a run whose summary exists is never trained again, so an interrupted study resumes
+where it stopped. TensorBoard logs go to logs/study/<model>_<input>/<plan>/<run>/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from study_plans import PLANS, PROTOCOLS, Run, plan_runs  # noqa: E402
+from utils import UserError, atomic_write_json, run_cli  # noqa: E402
+
+
+def results_dir(model_name: str, plan: str) -> str:
+    protocol = PROTOCOLS[model_name]
+    return os.path.join(ROOT, "results", "study", f"{model_name}_{protocol['input_size']}", plan)
+
+
+def logs_dir(model_name: str, plan: str) -> str:
+    protocol = PROTOCOLS[model_name]
+    return os.path.join(ROOT, "logs", "study", f"{model_name}_{protocol['input_size']}", plan)
+
+
+def main_arguments(model_name: str, run: Run, logdir: str) -> List[str]:
+    """The main.py flags of one run of the study."""
+    protocol = PROTOCOLS[model_name]
+    weights = run.weights or protocol["weights"]
+    arguments = ["--model_name", model_name, "--dataset_name", protocol["dataset_name"],
+                 "--input_size", str(protocol["input_size"]), "--batch_size", str(protocol["batch_size"]),
+                 "--learning_rate", str(run.learning_rate or protocol["learning_rate"]),
+                 "--num_epochs", str(protocol["num_epochs"]), "--interval", str(protocol["interval"]),
+                 "--weights", weights, "--bn_mode", run.bn_mode or protocol["bn_mode"],
+                 "--train_type", run.train_type, "--seed", str(run.seed),
+                 "--logdir", logdir, "--run_name", run.name]
+    if run.rho is not None:
+        arguments += ["--rho", str(run.rho), "--rho_mode", run.rho_mode]
+    return arguments
+
+
+def profiler_arguments(model_name: str, bn_mode: str) -> List[str]:
+    protocol = PROTOCOLS[model_name]
+    return ["--model_name", model_name, "--input_size", str(protocol["input_size"]),
+            "--num_classes", str(protocol["num_classes"]), "--batch_size", str(protocol["batch_size"]),
+            "--bn_mode", bn_mode]
+
+
+def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -> int:
+    """Train every run of the plan that has no result yet; print progress and an estimate."""
+    runs = plan_runs(plan, model_name, seeds)
+    out_dir, log_root = results_dir(model_name, plan), logs_dir(model_name, plan)
+    python = sys.executable
+    todo = [run for run in runs if not os.path.exists(os.path.join(out_dir, run.name + ".json"))]
+    print(f"study {plan} for {model_name}: {len(runs)} runs, {len(runs) - len(todo)} done, "
+          f"{len(todo)} to go; results in {os.path.relpath(out_dir, ROOT)}")
+    weights = PROTOCOLS[model_name]["weights"]
+    if any(not run.weights for run in todo) and not os.path.exists(os.path.join(ROOT, weights)) and not dry_run:
+        raise UserError(f"the study needs the source backbone {weights}; make it once with: "
+                        f"bash scripts/make_source_backbone.sh {model_name} {PROTOCOLS[model_name]['input_size']}")
+    for bn_mode in sorted({run.bn_mode or PROTOCOLS[model_name]["bn_mode"] for run in todo if run.rho is not None}):
+        command = [python, os.path.join(ROOT, "profiler.py")] + profiler_arguments(model_name, bn_mode)
+        print("profile:", " ".join(command[1:]))
+        if not dry_run:
+            subprocess.run(command, cwd=ROOT, check=True)
+    durations: List[float] = []
+    for index, run in enumerate(todo):
+        command = [python, os.path.join(ROOT, "main.py")] + main_arguments(model_name, run, log_root)
+        remaining = (f", about {sum(durations) / len(durations) * (len(todo) - index) / 60:.0f} min left"
+                     if durations else "")
+        print(f"[{index + 1}/{len(todo)}] {run.name}{remaining}", flush=True)
+        if dry_run:
+            print("  " + " ".join(command[1:]))
+            continue
+        run_dir = os.path.join(log_root, run.name)
+        if os.path.isdir(run_dir):  # an interrupted attempt: its partial logs would mix with this one
+            shutil.rmtree(run_dir)
+        os.makedirs(log_root, exist_ok=True)
+        start = time.perf_counter()
+        with open(run_dir + ".log", "w") as log:
+            process = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        durations.append(time.perf_counter() - start)
+        if process.returncode != 0:
+            raise UserError(f"run {run.name} failed (exit {process.returncode}); see {run_dir}.log")
+        with open(os.path.join(run_dir, "summary.json")) as handle:
+            summary = json.load(handle)
+        summary["command"] = "python main.py " + " ".join(main_arguments(model_name, run, "logs/study/..."))
+        summary["process_seconds"] = durations[-1]
+        atomic_write_json(os.path.join(out_dir, run.name + ".json"), summary)
+        print(f"  best {100 * summary['best_test_accuracy']:.1f} %, {summary['train_seconds']:.0f} s of training, "
+              f"step ratio {summary['step_time_ratio_live']:.3f} (live), {durations[-1]:.0f} s in all", flush=True)
+    return 0
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("action", choices=["run", "table"],
+                        help="run: train the runs that have no result yet; table: summarise results")
+    parser.add_argument("plan", choices=sorted(PLANS),
+                        help="calibration: the baselines under candidate protocols (chooses the proxy); "
+                             "claims: every scheme under the chosen protocol")
+    parser.add_argument("--model_name", default="mobilenetv2", choices=sorted(PROTOCOLS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the claims plan")
+    parser.add_argument("--dry_run", action="store_true", help="print the commands, train nothing")
+    parser.add_argument("--output", default=None,
+                        help="table: markdown file to write (default: print only); a figure goes to "
+                             "figures/study_<plan>_<model>.png")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.action == "run":
+        return run_study(args.plan, args.model_name, args.seeds, args.dry_run)
+    from study_table import write_table
+    figure = os.path.join(ROOT, "figures", f"study_{args.plan}_{args.model_name}.png")
+    return write_table(args.plan, args.model_name, results_dir(args.model_name, args.plan), args.output, figure)
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,94 @@
+"""The protocols and run plans of the paper-headline study (scripts/study.py). Pure data.
+
+How the proxy was chosen (written down before any ElasticTrainer run of the study; see
+BENCHMARKS.md, "The paper's headline"): the *calibration* plan trains only the baselines (full
+training, traditional TL, BN+bias from the source backbone, and full training from scratch)
+at each candidate learning rate, seed 0. The protocol's learning rate is the one that gives
+full training its best accuracy — the usual way to tune a fine-tuning recipe, blind to every
+selective scheme. The other settings follow the paper (12 epochs, re-selection every 4,
+BatchNorm frozen as in the original, SGDW with momentum 0.9 and cosine decay).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import Dict, List, Optional, Sequence
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from utils import UserError  # noqa: E402
+
+PROTOCOLS: Dict[str, Dict] = {
+    "mobilenetv2": dict(dataset_name="embedded_shapes", num_classes=64, input_size=64, batch_size=32,
+                        num_epochs=12, interval=4, bn_mode="frozen",
+                        weights="saved_models/source_mobilenetv2_64.h5",
+                        learning_rate=None),  # chosen by the calibration plan
+}
+CALIBRATION_LEARNING_RATES = (0.001, 0.003, 0.01)
+CALIBRATION_SCHEMES = ("full_training", "traditional_tl_training", "bn_plus_bias_training")
+CLAIMS_RHOS = (0.4, 0.533, 0.7)
+CLAIMS_BASELINES = ("full_training", "traditional_tl_training", "bn_plus_bias_training", "prune_training")
+STATIC_TOP_RHOS = (0.533,)
+RHO_MODES = ("exact", "paper")
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One training run of a plan (fields left None take the protocol's value)."""
+
+    train_type: str
+    seed: int
+    rho: Optional[float] = None
+    rho_mode: str = "exact"
+    learning_rate: Optional[float] = None
+    weights: Optional[str] = None
+    bn_mode: Optional[str] = None
+
+    @property
+    def config_name(self) -> str:
+        """The run's name without its seed: runs differing only in seed share it."""
+        parts = [self.train_type]
+        if self.rho is not None:
+            parts.append(f"rho{self.rho:g}_{self.rho_mode}")
+        if self.learning_rate is not None:
+            parts.append(f"lr{self.learning_rate:g}")
+        if self.weights == "none":
+            parts.append("scratch")
+        return "_".join(parts)
+
+    @property
+    def name(self) -> str:
+        return f"{self.config_name}_s{self.seed}"
+
+
+def calibration_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
+    """Baselines only, seed 0, at each candidate learning rate (plus full training from scratch,
+    with BatchNorm in training mode, which random weights need)."""
+    del model_name, seeds  # one seed; the same grid for every model
+    runs = [Run(scheme, 0, learning_rate=rate) for rate in CALIBRATION_LEARNING_RATES
+            for scheme in CALIBRATION_SCHEMES]
+    runs += [Run("full_training", 0, learning_rate=rate, weights="none", bn_mode="train")
+             for rate in CALIBRATION_LEARNING_RATES]
+    return runs
+
+
+def claims_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
+    """Every scheme of the claims table, seed by seed (an interrupted study stays balanced)."""
+    if PROTOCOLS[model_name]["learning_rate"] is None:
+        raise UserError(f"the {model_name} protocol has no learning rate yet: run the calibration "
+                         f"plan and write its choice into scripts/study_plans.py")
+    runs = []
+    for seed in seeds:
+        runs += [Run(scheme, seed) for scheme in CLAIMS_BASELINES]
+        runs += [Run("elastic_training", seed, rho=rho, rho_mode=mode) for rho in CLAIMS_RHOS for mode in RHO_MODES]
+        runs += [Run("static_top_training", seed, rho=rho, rho_mode=mode) for rho in STATIC_TOP_RHOS
+                 for mode in RHO_MODES]
+    return runs
+
+
+PLANS = {"calibration": calibration_runs, "claims": claims_runs}
+
+
+def plan_runs(plan: str, model_name: str, seeds: Sequence[int]) -> List[Run]:
+    """The runs of a plan, in the order they train."""
+    return PLANS[plan](model_name, seeds)

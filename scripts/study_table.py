@@ -1,0 +1,174 @@
+"""Summaries of a study's runs: the claims table (mean ± std over seeds) and its figure.
+
+Pure functions over the run summaries that scripts/study.py keeps in results/; only
+`write_table` touches files.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import re
+import statistics
+from typing import Dict, List, Optional, Sequence
+
+from utils import UserError, atomic_path, atomic_write_text
+
+# The paper's figures (ResNet50, CUB-200, ImageNet weights, Jetson TX2; DESIGN.md §7.2), by the
+# config names of the study: accuracy % and speedup over full training in wall time.
+PAPER = {
+    "full_training": (69.0, 1.0),
+    "traditional_tl_training": (42.9, 2.94 / 0.68),
+    "bn_plus_bias_training": (57.5, 2.94 / 1.77),
+    "prune_training": (69.2, 2.94 / 2.79),
+    "elastic_training_rho0.4_paper": (66.3, 3.5),
+    "elastic_training_rho0.533_paper": (68.5, 2.35),
+    "elastic_training_rho0.7_paper": (69.8, 1.7),
+}
+TARGET_MARGIN = 0.01  # "reaching full training's accuracy" means within 1 point of its final one
+
+
+def config_name(run_name: str) -> str:
+    """A run's name without its `_s<seed>` suffix."""
+    return re.sub(r"_s\d+$", "", run_name)
+
+
+def load_results(directory: str) -> Dict[str, List[Dict]]:
+    """Run summaries of a study folder, grouped by config name (sorted by seed)."""
+    groups: Dict[str, List[Dict]] = {}
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        with open(path) as handle:
+            summary = json.load(handle)
+        groups.setdefault(config_name(summary["run_name"]), []).append(summary)
+    for runs in groups.values():
+        runs.sort(key=lambda summary: summary.get("seed", 0))
+    return groups
+
+
+def time_to_reach(history: Sequence[Dict], accuracy: float) -> Optional[float]:
+    """Training seconds at the end of the first epoch whose test accuracy reaches `accuracy`."""
+    for entry in history:
+        if entry["test_accuracy"] >= accuracy - 1e-9:
+            return float(entry["train_seconds"])
+    return None
+
+
+def mean_std(values: Sequence[float]) -> tuple:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return float("nan"), float("nan")
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_training") -> tuple:
+    """One row per config: mean ± std over seeds, times to reach the reference's final accuracy
+    minus 1 point, and speedups over the reference (wall time, and time to that accuracy)."""
+    if reference not in groups:
+        raise UserError(f"no {reference} runs among the results ({', '.join(sorted(groups))}); "
+                        f"the table compares everything with it")
+    target = mean_std([run["final_test_accuracy"] for run in groups[reference]])[0] - TARGET_MARGIN
+    full_seconds = mean_std([run["train_seconds"] for run in groups[reference]])[0]
+    full_reach = mean_std([time_to_reach(run["history"], target) for run in groups[reference]])[0]
+    rows = []
+    for name, runs in groups.items():
+        reach = [time_to_reach(run["history"], target) for run in runs]
+        seconds = mean_std([run["train_seconds"] for run in runs])
+        reached = [r for r in reach if r is not None]
+        overhead = [(run.get("compile_seconds", 0.0) + sum(run.get("selection_seconds", []))) / run["train_seconds"]
+                    for run in runs]
+        rows.append({
+            "config": name, "seeds": len(runs),
+            "best_accuracy": mean_std([run["best_test_accuracy"] for run in runs]),
+            "final_accuracy": mean_std([run["final_test_accuracy"] for run in runs]),
+            "train_seconds": seconds,
+            "step_ratio": mean_std([run.get("step_time_ratio_live", float("nan")) for run in runs]),
+            "overhead_share": mean_std(overhead),
+            "reached": len(reached),
+            "time_to_target": mean_std(reached),
+            "speedup": full_seconds / seconds[0],
+            "speedup_to_target": (full_reach / statistics.fmean(reached)) if len(reached) == len(runs) else None,
+            "paper": PAPER.get(name),
+        })
+    rows.sort(key=lambda row: (row["config"] != reference, row["config"]))
+    return rows, target
+
+
+def _pm(pair: tuple, scale: float = 1.0, digits: int = 1) -> str:
+    mean, std = pair
+    if not math.isfinite(mean):
+        return "-"
+    return f"{mean * scale:.{digits}f} ± {std * scale:.{digits}f}"
+
+
+def markdown(rows: List[Dict], target: float) -> str:
+    """The claims table in markdown."""
+    lines = [f"| run | seeds | best acc % | wall s | step ratio (live) | compile + selection | "
+             f"s to {100 * target:.1f} % | speedup (wall) | speedup to {100 * target:.1f} % | paper acc % / speedup |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        reach = (_pm(row["time_to_target"], digits=0) + ("" if row["reached"] == row["seeds"]
+                                                           else f" ({row['reached']}/{row['seeds']} reached)")
+                 if row["reached"] else "never")
+        to_target = f"{row['speedup_to_target']:.2f}x" if row["speedup_to_target"] else "-"
+        paper = f"{row['paper'][0]:.1f} / {row['paper'][1]:.2f}x" if row["paper"] else ""
+        lines.append(f"| {row['config']} | {row['seeds']} | {_pm(row['best_accuracy'], 100)} | "
+                     f"{_pm(row['train_seconds'], digits=0)} | {_pm(row['step_ratio'], digits=2)} | "
+                     f"{_pm(row['overhead_share'], 100)} % | {reach} | {row['speedup']:.2f}x | {to_target} | {paper} |")
+    return "\n".join(lines) + "\n"
+
+
+def mean_curve(runs: Sequence[Dict]) -> tuple:
+    """Mean training seconds and test accuracy per epoch over runs (epochs all runs have)."""
+    epochs = min(len(run["history"]) for run in runs)
+    seconds = [statistics.fmean(run["history"][e]["train_seconds"] for run in runs) for e in range(epochs)]
+    accuracy = [statistics.fmean(run["history"][e]["test_accuracy"] for run in runs) for e in range(epochs)]
+    return seconds, accuracy
+
+
+def plot(groups: Dict[str, List[Dict]], rows: List[Dict], target: float, title: str, path: str) -> None:
+    """Left: mean test accuracy against training time per config; right: best accuracy (mean ±
+    std over seeds) against wall time (mean ± std)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (curves, scatter) = plt.subplots(1, 2, figsize=(13, 5.2))
+    colors = plt.get_cmap("tab20").colors
+    for index, row in enumerate(rows):
+        name, color = row["config"], colors[index % len(colors)]
+        style = "-" if "elastic" in name or name == "full_training" else "--"
+        seconds, accuracy = mean_curve(groups[name])
+        curves.plot(seconds, [100 * a for a in accuracy], style, color=color, marker=".", label=name)
+        scatter.errorbar(row["train_seconds"][0], 100 * row["best_accuracy"][0], xerr=row["train_seconds"][1],
+                         yerr=100 * row["best_accuracy"][1], fmt="o", color=color, capsize=3, label=name)
+    curves.axhline(100 * target, color="grey", linewidth=0.8, linestyle=":")
+    curves.set(xlabel="training time (s, validation excluded)", ylabel="test accuracy (%)",
+               title="mean over seeds, per epoch")
+    scatter.set(xlabel="training wall time (s)", ylabel="best test accuracy (%)",
+                title="mean ± std over seeds")
+    curves.grid(alpha=0.3)
+    scatter.grid(alpha=0.3)
+    scatter.legend(fontsize=7, loc="lower right")
+    figure.suptitle(title)
+    figure.tight_layout()
+    for target_path in (path, os.path.splitext(path)[0] + ".pdf"):
+        with atomic_path(target_path) as temporary:
+            figure.savefig(temporary, dpi=120)
+    plt.close(figure)
+
+
+def write_table(plan: str, model_name: str, directory: str, output: Optional[str], figure_path: str) -> int:
+    """Print the table of a study's results, write it to `output` (if given), draw the figure."""
+    groups = load_results(directory)
+    if not groups:
+        raise UserError(f"no results in {directory}: run `python scripts/study.py run {plan} "
+                        f"--model_name {model_name}` first")
+    rows, target = summarize_groups(groups)
+    table = markdown(rows, target)
+    print(table)
+    plot(groups, rows, target, f"{model_name}: {plan} study on the embedded dataset", figure_path)
+    print(f"figure: {figure_path} (and .pdf)")
+    if output:
+        atomic_write_text(output, table)
+    return 0

@@ -1,0 +1,116 @@
+"""The headline study's plans, runner and claims table (scripts/study*.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import study  # noqa: E402
+import study_plans  # noqa: E402
+import study_table  # noqa: E402
+from utils import UserError  # noqa: E402
+
+
+@pytest.fixture
+def protocol(monkeypatch):
+    monkeypatch.setitem(study_plans.PROTOCOLS["mobilenetv2"], "learning_rate", 0.01)
+
+
+def test_every_planned_run_parses_with_the_real_cli(protocol):
+    import main
+
+    for plan in study_plans.PLANS:
+        runs = study_plans.plan_runs(plan, "mobilenetv2", [0, 1, 2])
+        assert len({run.name for run in runs}) == len(runs)  # names identify results
+        for run in runs:
+            args = main.parse_args(study.main_arguments("mobilenetv2", run, "logs/x"))
+            assert args.train_type == run.train_type and args.seed == run.seed and args.run_name == run.name
+            if run.rho is not None:
+                assert (args.rho, args.rho_mode) == (run.rho, run.rho_mode)
+
+
+def test_claims_plan_is_balanced_by_seed_and_covers_the_issue(protocol):
+    runs = study_plans.plan_runs("claims", "mobilenetv2", [0, 1, 2])
+    per_seed = len(runs) // 3
+    assert [run.seed for run in runs] == [0] * per_seed + [1] * per_seed + [2] * per_seed
+    configs = {run.config_name for run in runs}
+    for rho in (0.4, 0.533, 0.7):
+        assert {f"elastic_training_rho{rho:g}_exact", f"elastic_training_rho{rho:g}_paper"} <= configs
+    assert {"full_training", "traditional_tl_training", "bn_plus_bias_training", "prune_training",
+            "static_top_training_rho0.533_paper"} <= configs
+
+
+def test_claims_plan_needs_a_chosen_learning_rate(monkeypatch):
+    monkeypatch.setitem(study_plans.PROTOCOLS["mobilenetv2"], "learning_rate", None)
+    with pytest.raises(UserError, match="run the calibration plan"):
+        study_plans.plan_runs("claims", "mobilenetv2", [0])
+
+
+def summary(name: str, seed: int, accuracies, seconds_per_epoch: float) -> dict:
+    history = [{"epoch": e + 1, "train_seconds": seconds_per_epoch * (e + 1), "test_accuracy": a}
+               for e, a in enumerate(accuracies)]
+    return {"run_name": f"{name}_s{seed}", "seed": seed, "best_test_accuracy": max(accuracies),
+            "final_test_accuracy": accuracies[-1], "train_seconds": history[-1]["train_seconds"],
+            "step_time_ratio_live": 0.5, "compile_seconds": 1.0, "selection_seconds": [0.5, 0.5],
+            "history": history}
+
+
+def write_results(directory, runs):
+    for run in runs:
+        (directory / f"{run['run_name']}.json").write_text(json.dumps(run))
+
+
+def test_claims_table_means_targets_and_speedups(tmp_path):
+    write_results(tmp_path, [
+        summary("full_training", 0, [0.5, 0.7, 0.80], 10.0),
+        summary("full_training", 1, [0.5, 0.7, 0.82], 10.0),   # target: mean final 0.81 - 0.01
+        summary("elastic_training_rho0.533_paper", 0, [0.6, 0.8, 0.80], 5.0),
+        summary("elastic_training_rho0.533_paper", 1, [0.6, 0.79, 0.81], 5.0),
+        summary("traditional_tl_training", 0, [0.4, 0.5, 0.5], 2.0),
+    ])
+    groups = study_table.load_results(str(tmp_path))
+    rows, target = study_table.summarize_groups(groups)
+    assert target == pytest.approx(0.80)
+    by_name = {row["config"]: row for row in rows}
+    assert rows[0]["config"] == "full_training"
+    elastic = by_name["elastic_training_rho0.533_paper"]
+    assert elastic["seeds"] == 2 and elastic["best_accuracy"][0] == pytest.approx(0.805)
+    assert elastic["speedup"] == pytest.approx(2.0)  # 30 s against 15 s
+    # full reaches 0.80 after 30 s; elastic after 10 s (seed 0) and 15 s (seed 1): 30 / 12.5
+    assert elastic["speedup_to_target"] == pytest.approx(30 / 12.5)
+    assert elastic["overhead_share"][0] == pytest.approx(2.0 / 15)
+    assert by_name["traditional_tl_training"]["reached"] == 0
+    table = study_table.markdown(rows, target)
+    assert "| elastic_training_rho0.533_paper | 2 | 80.5 ± 0.7 |" in table
+    assert "68.5 / 2.35x" in table and "never" in table
+
+
+def test_table_cli_writes_markdown_and_figure(tmp_path, monkeypatch):
+    results = tmp_path / "results" / "study" / "mobilenetv2_64" / "claims"
+    results.mkdir(parents=True)
+    write_results(results, [summary("full_training", 0, [0.5, 0.8], 10.0),
+                            summary("bn_plus_bias_training", 0, [0.5, 0.6], 6.0)])
+    monkeypatch.setattr(study, "ROOT", str(tmp_path))
+    assert study.main(["table", "claims", "--output", str(tmp_path / "claims.md")]) == 0
+    assert (tmp_path / "claims.md").read_text().startswith("| run |")
+    for extension in (".png", ".pdf"):
+        image = tmp_path / "figures" / f"study_claims_mobilenetv2{extension}"
+        assert image.stat().st_size > 1000
+    assert (tmp_path / "figures" / "study_claims_mobilenetv2.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_table_without_results_or_reference_is_a_clear_error(tmp_path):
+    command = [sys.executable, os.path.join(ROOT, "scripts", "study.py"), "table", "calibration",
+               "--model_name", "mobilenetv2"]
+    empty = study_table.load_results(str(tmp_path))
+    assert empty == {}
+    with pytest.raises(UserError, match="no full_training runs"):
+        study_table.summarize_groups({"bn_plus_bias_training": [summary("bn_plus_bias_training", 0, [0.5], 1.0)]})
+    env = dict(os.environ, PYTHONPATH="")
+    result = subprocess.run(command + ["--seeds", "x"], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 2 and "invalid int value" in result.stderr
