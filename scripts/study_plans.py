@@ -28,7 +28,8 @@ CALIBRATION_LEARNING_RATES = (0.001, 0.003, 0.01)
 CALIBRATION_SCHEMES = ("full_training", "traditional_tl_training", "bn_plus_bias_training")
 CLAIMS_RHOS = (0.4, 0.533, 0.7)
 CLAIMS_BASELINES = ("full_training", "traditional_tl_training", "bn_plus_bias_training", "prune_training")
-STATIC_TOP_RHOS = (0.533,)
+# static top at equal time: 0.533 in both modes; 0.4 and 0.7 (paper mode) show accuracy by depth
+STATIC_TOP_CONFIGS = ((0.4, "paper"), (0.533, "exact"), (0.533, "paper"), (0.7, "paper"))
 RHO_MODES = ("exact", "paper")
 
 
@@ -81,8 +82,7 @@ def claims_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     for seed in seeds:
         runs += [Run(scheme, seed) for scheme in CLAIMS_BASELINES]
         runs += [Run("elastic_training", seed, rho=rho, rho_mode=mode) for rho in CLAIMS_RHOS for mode in RHO_MODES]
-        runs += [Run("static_top_training", seed, rho=rho, rho_mode=mode) for rho in STATIC_TOP_RHOS
-                 for mode in RHO_MODES]
+        runs += [Run("static_top_training", seed, rho=rho, rho_mode=mode) for rho, mode in STATIC_TOP_CONFIGS]
     return runs
 
 
