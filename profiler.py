@@ -412,10 +412,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                        args.bn_mode)
     json_path = os.path.join(args.output_dir, name + ".json")
     model = models.build_model(args.model_name, args.num_classes, args.input_size, args.weights, args.bn_mode)
+    profile = None
     if os.path.exists(json_path) and not args.force:
-        profile = profile_tables.load_profile(json_path)
-        logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
-    else:
+        try:
+            profile = profile_tables.load_profile(json_path)
+            profile_tables.check_profile_matches(
+                profile, json_path, model_name=args.model_name, input_size=args.input_size,
+                num_classes=args.num_classes, batch_size=args.batch_size, bn_mode=args.bn_mode,
+                tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command="")
+            logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
+        except UserError as error:  # stale (e.g. made before BatchNorm modes were recorded) or broken
+            logging.info("measuring again: %s", str(error).split(". Make the right one")[0])
+            profile = None
+    if profile is None:
         start = time.perf_counter()
         profile = profile_model(
             model, args.batch_size, num_iterations=args.num_iterations, repeats=args.repeats,

@@ -283,15 +283,45 @@ def paper_backward_fraction(rho: float) -> float:
     return (float(rho) - 1.0 / 3.0) * 1.5
 
 
+def paper_quantize(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike,
+                   units: int = PAPER_UNITS) -> tuple[np.ndarray, np.ndarray, float]:
+    """The original's downscaling: each time floored to 1/units of the total backward time.
+
+    Returns:
+        (t_dy_q, t_dw_q, disco): int64 units (tensors under 1/units of the total cost 0, as
+        there) and disco, the share of the units left after flooring.
+    """
+    t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
+    total = float(t_dy.sum() + t_dw.sum())
+    scale = units / total if total > 0 else 0.0
+    t_dy_q, t_dw_q = np.floor(t_dy * scale).astype(np.int64), np.floor(t_dw * scale).astype(np.int64)
+    disco = float(t_dy_q.sum() + t_dw_q.sum()) / units if total > 0 else 1.0
+    return t_dy_q, t_dw_q, disco
+
+
 def paper_disco(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, units: int = PAPER_UNITS) -> float:
     """The original's `disco`: the share of the backward time left after flooring each tensor's
     time to 1/units of the total (it scales the backward fraction down by this, slightly)."""
-    t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
-    total = float(t_dy.sum() + t_dw.sum())
-    if total <= 0:
-        return 1.0
-    floored = np.floor(t_dy * units / total).sum() + np.floor(t_dw * units / total).sum()
-    return float(floored) / units
+    return paper_quantize(t_dy_ms, t_dw_ms, units)[2]
+
+
+def paper_problem(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, rho: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """The selection problem exactly as the original poses it for a rho: floored times and the
+    integer budget int(rho_b * disco * sum(floored)), rho_b = (rho - 1/3) * 3/2.
+
+    Returns:
+        (t_dy_q, t_dw_q, budget_units); the budget is negative when rho <= 1/3.
+    """
+    t_dy_q, t_dw_q, disco = paper_quantize(t_dy_ms, t_dw_ms)
+    fraction = paper_backward_fraction(rho) * disco
+    return t_dy_q, t_dw_q, math.floor(fraction * int(t_dy_q.sum() + t_dw_q.sum()))
+
+
+def select_paper(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, I: ArrayLike, rho: float) -> tuple[float, np.ndarray]:
+    """The most important selection under the original's budget for rho (its floored times and
+    budget; solved exactly, where the original's DP is sometimes suboptimal). Backward order."""
+    t_dy_q, t_dw_q, budget = paper_problem(t_dy_ms, t_dw_ms, rho)
+    return _solve(t_dy_q, t_dw_q, _as_importance(I, len(t_dw_q)), budget)
 
 
 def budget_for_rho(rho: float, t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, T_fp_ms: float,
@@ -323,19 +353,24 @@ def check_feasible(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, rho: float, T_fp_ms: 
         The budget (see budget_for_rho), which pays for at least one tensor.
     """
     budget_ms = budget_for_rho(rho, t_dy_ms, t_dw_ms, T_fp_ms, T_full_ms, rho_mode)
-    cheapest_ms = _cheapest_ms(t_dy_ms, t_dw_ms)
-    if budget_ms < cheapest_ms:
-        if rho_mode == "paper":
-            t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
-            share = cheapest_ms / (paper_disco(t_dy, t_dw) * float(t_dy.sum() + t_dw.sum()))
-            smallest = 1.0 / 3.0 + share / 1.5
-        else:
-            smallest = (T_fp_ms + cheapest_ms) / T_full_ms
+    if rho_mode == "paper":  # in the original's floored units, where tiny tensors cost nothing
+        t_dy_q, t_dw_q, budget_units = paper_problem(t_dy_ms, t_dw_ms, rho)
+        cheapest_units = _cheapest_ms(t_dy_q, t_dw_q)
+        feasible = budget_units >= cheapest_units
+        disco_total = float(t_dy_q.sum() + t_dw_q.sum())
+        smallest = 1.0 / 3.0 + cheapest_units / max(disco_total, 1e-12) / 1.5
+        spent = f"{budget_units} of the original's {int(disco_total)} floored time units"
+    else:
+        cheapest_ms = _cheapest_ms(t_dy_ms, t_dw_ms)
+        feasible = budget_ms >= cheapest_ms
+        smallest = (T_fp_ms + cheapest_ms) / T_full_ms
+        spent = f"a backward budget of {budget_ms:.4g} ms"
+    if not feasible:
         hint = (f"the smallest feasible rho for this profile is {smallest:.4g}" if smallest <= 1
                 else f"no rho <= 1 is feasible (it would take rho={smallest:.4g})")
         raise InfeasibleBudgetError(
-            f"rho={rho:.4g} ({rho_mode} mode) leaves a backward budget of {budget_ms:.4g} ms, "
-            f"which cannot pay for even the cheapest tensor; {hint}")
+            f"rho={rho:.4g} ({rho_mode} mode) leaves {spent}, which cannot pay for even the "
+            f"cheapest tensor; {hint}")
     return budget_ms
 
 
@@ -386,7 +421,10 @@ def select_for_rho(profile: Mapping, importance: ArrayLike, rho: float,
     t_dy, t_dw, T_fp_ms, T_full_ms = _profile_times(profile)
     backward_importance = _as_importance(importance, len(t_dw))[::-1]
     budget_ms = check_feasible(t_dy, t_dw, rho, T_fp_ms, T_full_ms, rho_mode)
-    value, mask = select_within_budget(t_dy, t_dw, backward_importance, budget_ms, resolution)
+    if rho_mode == "paper":
+        value, mask = select_paper(t_dy, t_dw, backward_importance, rho)
+    else:
+        value, mask = select_within_budget(t_dy, t_dw, backward_importance, budget_ms, resolution)
     backward_ms = float(backward_time(t_dy, t_dw, mask))
     return Selection(mask=mask[::-1].copy(), importance=value, budget_ms=budget_ms,
                      backward_ms=backward_ms, step_ms=T_fp_ms + backward_ms,

@@ -197,7 +197,11 @@ class StepTimeController:
         return self.T_fp_ms + float(solver.backward_time(self.t_dy, self.t_dw, mask[::-1]))
 
     def select(self, importance: np.ndarray) -> np.ndarray:
-        """The most important selection (forward order) whose corrected step time fits the target."""
+        """The most important selection (forward order) whose step time fits the target (exact
+        mode, corrected) or the original's backward budget (paper mode)."""
+        if self.rho_mode == "paper":
+            _, mask = solver.select_paper(self.t_dy, self.t_dw, importance[::-1], self.rho)
+            return mask[::-1].copy()
         budget = self.budget_ms()
         costs = np.concatenate(([0.0], np.cumsum(self.t_dy)[:-1])) + self.t_dw  # each tensor alone
         if budget < costs.min():
@@ -210,12 +214,22 @@ class StepTimeController:
                                                   self.resolution)
         return mask[::-1].copy()
 
+    def static_top(self) -> np.ndarray:
+        """The longest contiguous top (forward-order mask) that fits the same budget as `select`,
+        in the same time units (the original's floored ones in paper mode)."""
+        if self.rho_mode == "paper":
+            t_dy, t_dw, budget = solver.paper_problem(self.t_dy, self.t_dw, self.rho)
+        else:
+            t_dy, t_dw, units_per_ms = solver.quantize_times(self.t_dy, self.t_dw, self.resolution)
+            budget = math.floor(self.budget_ms() * units_per_ms * (1.0 - 1e-9))
+        return solver.top_within_budget(t_dy, t_dw, budget)[::-1].copy()
+
     def observe(self, step_ms: float) -> None:
         self._samples.append(step_ms)
 
     def end_period(self, mask: np.ndarray) -> Dict[str, float]:
         """Close the period of `mask`: compare achieved with predicted and update the correction."""
-        samples, self._samples = self._samples[2:], []  # the first steps may include tracing
+        samples, self._samples = self._samples[1:], []  # a warm-up step (the compiling call is not here)
         if len(samples) < 3:
             return {}
         achieved, predicted = typical_ms(samples), self.predicted_ms(mask)
@@ -225,9 +239,11 @@ class StepTimeController:
         if not 0.8 <= ratio <= 1.25 and not self._warned:
             self._warned = True
             logging.warning("steps run %.0f%% %s than the profile predicts: it may be stale or measured "
-                            "under other load. The budget is corrected; to re-measure, run the profiler "
-                            "again with --force, or train with --recalibrate 1", abs(ratio - 1) * 100,
-                            "slower" if ratio > 1 else "faster")
+                            "under other load. %s; to re-measure, run the profiler again with --force, "
+                            "or train with --recalibrate 1", abs(ratio - 1) * 100,
+                            "slower" if ratio > 1 else "faster",
+                            "The budget is corrected" if self.rho_mode == "exact"
+                            else "Paper mode keeps the original's open-loop budget")
         return {"elastic/target_vs_achieved": achieved / self.target_ms,
                 "elastic/achieved_step_ms": achieved, "elastic/predicted_step_ms": predicted}
 
@@ -381,8 +397,8 @@ class StaticTop(Scheme):
     def initial_mask(self, model):
         config = self.context.config
         controller = StepTimeController(self.context.profile, config.rho, config.resolution, config.rho_mode)
-        top = solver.top_within_budget(controller.t_dy, controller.t_dw, controller.budget_ms())
-        return top[::-1].copy() if top.any() else classifier_mask(model)
+        top = controller.static_top()
+        return top if top.any() else classifier_mask(model)
 
 
 class ElasticWeightMagnitude(ElasticTraining):
@@ -608,18 +624,20 @@ def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: float
     scheme = SCHEMES[config.train_type]
     if config.train_type == "full_training":
         target = 1.0
-    else:
-        target = config.rho if scheme.needs_profile else float("nan")
+    else:  # paper mode budgets a share of the backward pass, not a step time
+        target = config.rho if scheme.needs_profile and config.rho_mode == "exact" else float("nan")
     reference = dict(reference or {})
-    live_full_ms = reference.get("reference_full_step_ms", median_ms if config.train_type == "full_training"
-                                 else float("nan"))
+    if "reference_full_step_ms" in reference:  # final selection vs full, timed together
+        live = reference["reference_selection_step_ms"] / reference["reference_full_step_ms"]
+    else:
+        live = 1.0 if config.train_type == "full_training" else float("nan")
     return {"run_name": config.run_name, "train_type": config.train_type, "rho": config.rho,
             "rho_mode": config.rho_mode, "bn_mode": config.bn_mode, "seed": config.seed,
             "best_test_accuracy": best_accuracy, "final_test_accuracy": history[-1]["test_accuracy"] if history else 0.0,
             "train_time_hours": train_seconds / 3600,
             "train_seconds": train_seconds, "median_step_ms": median_ms,
             "step_time_ratio_achieved": median_ms / full_ms,
-            "step_time_ratio_live": median_ms / live_full_ms,
+            "step_time_ratio_live": live,
             "step_time_ratio_target": target,
             "selection_seconds": list(selection_seconds),
             "selection_overhead_share": sum(selection_seconds) / train_seconds if train_seconds else 0.0,

@@ -74,8 +74,8 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -
     for bn_mode in sorted({run.bn_mode or PROTOCOLS[model_name]["bn_mode"] for run in todo if run.rho is not None}):
         command = [python, os.path.join(ROOT, "profiler.py")] + profiler_arguments(model_name, bn_mode)
         print("profile:", " ".join(command[1:]))
-        if not dry_run:
-            subprocess.run(command, cwd=ROOT, check=True)
+        if not dry_run and subprocess.run(command, cwd=ROOT).returncode != 0:
+            raise UserError(f"profiling failed: {' '.join(command[1:])} (its message is above)")
     durations: List[float] = []
     for index, run in enumerate(todo):
         command = [python, os.path.join(ROOT, "main.py")] + main_arguments(model_name, run, log_root)
@@ -117,8 +117,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the claims plan")
     parser.add_argument("--dry_run", action="store_true", help="print the commands, train nothing")
     parser.add_argument("--output", default=None,
-                        help="table: markdown file to write (default: print only); a figure goes to "
-                             "figures/study_<plan>_<model>.png")
+                        help="table: markdown file to write (default: results/study/<model>_<input>/"
+                             "<plan>.md, kept in git with a copy of the figure, which goes to "
+                             "figures/study_<plan>_<model>.png and .pdf)")
     return parser.parse_args(argv)
 
 
@@ -127,8 +128,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.action == "run":
         return run_study(args.plan, args.model_name, args.seeds, args.dry_run)
     from study_table import write_table
+    directory = results_dir(args.model_name, args.plan)
     figure = os.path.join(ROOT, "figures", f"study_{args.plan}_{args.model_name}.png")
-    return write_table(args.plan, args.model_name, results_dir(args.model_name, args.plan), args.output, figure)
+    write_table(args.plan, args.model_name, directory, args.output or directory + ".md", figure)
+    shutil.copyfile(figure, directory + ".png")
+    return 0
 
 
 if __name__ == "__main__":

@@ -69,7 +69,10 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
                         f"the table compares everything with it")
     target = mean_std([run["final_test_accuracy"] for run in groups[reference]])[0] - TARGET_MARGIN
     full_seconds = mean_std([run["train_seconds"] for run in groups[reference]])[0]
-    full_reach = mean_std([time_to_reach(run["history"], target) for run in groups[reference]])[0]
+    full_best = mean_std([run["best_test_accuracy"] for run in groups[reference]])[0]
+    reference_reach = [time_to_reach(run["history"], target) for run in groups[reference]]
+    # Only when every seed of the reference gets there is its mean time to get there meaningful.
+    full_reach = (statistics.fmean(reference_reach) if None not in reference_reach else None)
     rows = []
     for name, runs in groups.items():
         reach = [time_to_reach(run["history"], target) for run in runs]
@@ -80,6 +83,7 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
         rows.append({
             "config": name, "seeds": len(runs),
             "best_accuracy": mean_std([run["best_test_accuracy"] for run in runs]),
+            "relative_accuracy": mean_std([run["best_test_accuracy"] for run in runs])[0] / full_best,
             "final_accuracy": mean_std([run["final_test_accuracy"] for run in runs]),
             "train_seconds": seconds,
             "step_ratio": mean_std([run.get("step_time_ratio_live", float("nan")) for run in runs]),
@@ -87,7 +91,8 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
             "reached": len(reached),
             "time_to_target": mean_std(reached),
             "speedup": full_seconds / seconds[0],
-            "speedup_to_target": (full_reach / statistics.fmean(reached)) if len(reached) == len(runs) else None,
+            "speedup_to_target": (full_reach / statistics.fmean(reached)
+                                  if full_reach is not None and len(reached) == len(runs) else None),
             "paper": PAPER.get(name),
         })
     rows.sort(key=lambda row: (row["config"] != reference, row["config"]))
@@ -103,9 +108,9 @@ def _pm(pair: tuple, scale: float = 1.0, digits: int = 1) -> str:
 
 def markdown(rows: List[Dict], target: float) -> str:
     """The claims table in markdown."""
-    lines = [f"| run | seeds | best acc % | wall s | step ratio (live) | compile + selection | "
+    lines = [f"| run | seeds | best acc % | / full | wall s | step ratio (live) | compile + selection | "
              f"s to {100 * target:.1f} % | speedup (wall) | speedup to {100 * target:.1f} % | paper acc % / speedup |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         reach = (_pm(row["time_to_target"], digits=0) + ("" if row["reached"] == row["seeds"]
                                                            else f" ({row['reached']}/{row['seeds']} reached)")
@@ -113,7 +118,7 @@ def markdown(rows: List[Dict], target: float) -> str:
         to_target = f"{row['speedup_to_target']:.2f}x" if row["speedup_to_target"] else "-"
         paper = f"{row['paper'][0]:.1f} / {row['paper'][1]:.2f}x" if row["paper"] else ""
         lines.append(f"| {row['config']} | {row['seeds']} | {_pm(row['best_accuracy'], 100)} | "
-                     f"{_pm(row['train_seconds'], digits=0)} | {_pm(row['step_ratio'], digits=2)} | "
+                     f"{row['relative_accuracy']:.2f} | {_pm(row['train_seconds'], digits=0)} | {_pm(row['step_ratio'], digits=2)} | "
                      f"{_pm(row['overhead_share'], 100)} % | {reach} | {row['speedup']:.2f}x | {to_target} | {paper} |")
     return "\n".join(lines) + "\n"
 
@@ -158,16 +163,34 @@ def plot(groups: Dict[str, List[Dict]], rows: List[Dict], target: float, title: 
     plt.close(figure)
 
 
+def learning_rate_groups(groups: Dict[str, List[Dict]]) -> Dict[str, Dict[str, List[Dict]]]:
+    """Calibration results split by the `_lr<rate>` in their config names."""
+    split: Dict[str, Dict[str, List[Dict]]] = {}
+    for name, runs in groups.items():
+        match = re.search(r"_lr([0-9.e-]+)", name)
+        if match:
+            split.setdefault(match.group(1), {})[name] = runs
+    return dict(sorted(split.items(), key=lambda item: float(item[0])))
+
+
 def write_table(plan: str, model_name: str, directory: str, output: Optional[str], figure_path: str) -> int:
-    """Print the table of a study's results, write it to `output` (if given), draw the figure."""
+    """Print the table of a study's results, write it to `output` (if given), draw the figure.
+
+    The calibration plan gets one table per learning rate, each against full training at that rate.
+    """
     groups = load_results(directory)
     if not groups:
         raise UserError(f"no results in {directory}: run `python scripts/study.py run {plan} "
                         f"--model_name {model_name}` first")
-    rows, target = summarize_groups(groups)
-    table = markdown(rows, target)
+    sections, all_rows = [], []
+    parts = learning_rate_groups(groups) if plan == "calibration" else {"": groups}
+    for rate, part in parts.items():
+        rows, target = summarize_groups(part, f"full_training_lr{rate}" if rate else "full_training")
+        sections.append((f"learning rate {rate}\n\n" if rate else "") + markdown(rows, target))
+        all_rows += rows
+    table = "\n".join(sections)
     print(table)
-    plot(groups, rows, target, f"{model_name}: {plan} study on the embedded dataset", figure_path)
+    plot(groups, all_rows, target, f"{model_name}: {plan} study on the embedded dataset", figure_path)
     print(f"figure: {figure_path} (and .pdf)")
     if output:
         atomic_write_text(output, table)

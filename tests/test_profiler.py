@@ -165,6 +165,14 @@ def test_cli_profiles_then_reuses(tmp_path, caplog):
         with caplog.at_level("INFO"):
             assert profiler.main(arguments) == 0
         assert "reusing the existing profile" in caplog.text and path.stat().st_mtime_ns == stamp
+        assert profile["bn_mode"] == "frozen"
+        legacy = {key: value for key, value in profile.items() if key != "bn_mode"}
+        path.write_text(json.dumps(legacy))  # made before BatchNorm modes were recorded: train mode
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            assert profiler.main(arguments) == 0
+        assert "measuring again: profile" in caplog.text and "bn_mode 'train' (need 'frozen'" in caplog.text
+        assert profile_tables.load_profile(str(path))["bn_mode"] == "frozen"
     finally:
         os.chdir(cwd)
 

@@ -245,8 +245,15 @@ def test_paper_rho_mode_reproduces_the_originals_budget_by_hand():
     paper = solver.budget_for_rho(0.533, t_dy, t_dw, 10.0, 34.0, "paper")
     assert paper == pytest.approx(0.2995 * 0.996 * 24)  # 7.159 ms, whatever the forward pass costs
     assert solver.budget_for_rho(0.533, t_dy, t_dw, 10.0, 34.0, "exact") == pytest.approx(0.533 * 34 - 10)
-    # The cheapest tensor costs 1 ms: paper mode needs rho >= 1/3 + (1 / (0.996 * 24)) / 1.5.
-    with pytest.raises(solver.InfeasibleBudgetError, match=r"paper mode.*smallest feasible rho .* is 0\.3612"):
+    # The original selects on the floored units with budget int(0.2995 * 0.996 * 996) = 297.
+    t_dy_q, t_dw_q, budget = solver.paper_problem(t_dy, t_dw, 0.533)
+    assert list(t_dy_q) == [0, 83, 41, 166, 0] and list(t_dw_q) == [208, 41, 291, 125, 41] and budget == 297
+    value, mask = solver.select_paper(t_dy, t_dw, [1.0, 3.0, 10.0, 5.0, 3.0], 0.533)
+    expected_value, expected_mask = solver.selection_DP(t_dy_q, t_dw_q, [1.0, 3.0, 10.0, 5.0, 3.0], 0.2995 * 0.996)
+    assert value == expected_value and list(mask) == list(expected_mask)
+    assert solver.backward_time(t_dy_q, t_dw_q, mask) <= 297
+    # The cheapest tensor costs 41 units: paper mode needs rho >= 1/3 + 41 / 996 / 1.5 = 0.3608.
+    with pytest.raises(solver.InfeasibleBudgetError, match=r"paper mode.*24 of the original's 996.*smallest feasible rho .* is 0\.3608"):
         solver.check_feasible(t_dy, t_dw, 0.35, 10.0, 34.0, "paper")
     with pytest.raises(ValueError, match="rho_mode must be one of"):
         solver.budget_for_rho(0.5, t_dy, t_dw, 10.0, 34.0, "flops")

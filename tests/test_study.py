@@ -86,7 +86,7 @@ def test_claims_table_means_targets_and_speedups(tmp_path):
     assert elastic["overhead_share"][0] == pytest.approx(2.0 / 15)
     assert by_name["traditional_tl_training"]["reached"] == 0
     table = study_table.markdown(rows, target)
-    assert "| elastic_training_rho0.533_paper | 2 | 80.5 ± 0.7 |" in table
+    assert "| elastic_training_rho0.533_paper | 2 | 80.5 ± 0.7 | 0.99 |" in table
     assert "68.5 / 2.35x" in table and "never" in table
 
 
@@ -102,6 +102,9 @@ def test_table_cli_writes_markdown_and_figure(tmp_path, monkeypatch):
         image = tmp_path / "figures" / f"study_claims_mobilenetv2{extension}"
         assert image.stat().st_size > 1000
     assert (tmp_path / "figures" / "study_claims_mobilenetv2.png").read_bytes()[:4] == b"\x89PNG"
+    assert (results.parent / "claims.png").read_bytes()[:4] == b"\x89PNG"  # the copy kept in git
+    assert study.main(["table", "claims"]) == 0
+    assert (results.parent / "claims.md").read_text().startswith("| run |")
 
 
 def test_table_without_results_or_reference_is_a_clear_error(tmp_path):
@@ -114,3 +117,30 @@ def test_table_without_results_or_reference_is_a_clear_error(tmp_path):
     env = dict(os.environ, PYTHONPATH="")
     result = subprocess.run(command + ["--seeds", "x"], capture_output=True, text=True, cwd=ROOT, env=env)
     assert result.returncode == 2 and "invalid int value" in result.stderr
+
+
+def test_calibration_table_compares_each_rate_with_full_training_at_that_rate(tmp_path):
+    write_results(tmp_path, [summary("full_training_lr0.001", 0, [0.5, 0.6], 10.0),
+                             summary("traditional_tl_training_lr0.001", 0, [0.3, 0.3], 2.0),
+                             summary("full_training_lr0.01", 0, [0.7, 0.8], 10.0),
+                             summary("full_training_lr0.01_scratch", 0, [0.2, 0.4], 10.0)])
+    parts = study_table.learning_rate_groups(study_table.load_results(str(tmp_path)))
+    assert list(parts) == ["0.001", "0.01"]
+    assert sorted(parts["0.01"]) == ["full_training_lr0.01", "full_training_lr0.01_scratch"]
+    rows, _ = study_table.summarize_groups(parts["0.01"], "full_training_lr0.01")
+    assert {row["config"]: row["relative_accuracy"] for row in rows} == {
+        "full_training_lr0.01": 1.0, "full_training_lr0.01_scratch": 0.5}
+    figure = tmp_path / "calibration.png"
+    assert study_table.write_table("calibration", "mobilenetv2", str(tmp_path), str(tmp_path / "c.md"), str(figure)) == 0
+    text = (tmp_path / "c.md").read_text()
+    assert text.index("learning rate 0.001") < text.index("learning rate 0.01") and figure.exists()
+
+
+def test_speedup_to_target_needs_every_reference_seed_to_get_there(tmp_path):
+    write_results(tmp_path, [summary("full_training", 0, [0.5, 0.9], 10.0),
+                             summary("full_training", 1, [0.5, 0.5], 10.0),  # target 0.69: seed 1 never
+                             summary("elastic_training_rho0.4_exact", 0, [0.8, 0.8], 5.0)])
+    rows, _ = study_table.summarize_groups(study_table.load_results(str(tmp_path)))
+    by_name = {row["config"]: row for row in rows}
+    assert by_name["elastic_training_rho0.4_exact"]["speedup_to_target"] is None
+    assert "nan" not in study_table.markdown(rows, 0.69)

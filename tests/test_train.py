@@ -250,7 +250,48 @@ def test_summary_counts_compile_time_and_measures_a_live_full_step(tmp_path):
     assert summary["compile_seconds"] > 0 and 0 < summary["compile_share"] < 1
     assert summary["reference_full_step_ms"] > 0 and summary["reference_selection_step_ms"] > 0
     assert summary["step_time_ratio_live"] == pytest.approx(
-        summary["median_step_ms"] / summary["reference_full_step_ms"])
+        summary["reference_selection_step_ms"] / summary["reference_full_step_ms"])
+    assert summary["step_time_ratio_live"] < 1  # the final selection trains less than everything
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2]
     assert summary["history"][-1]["train_seconds"] == pytest.approx(summary["train_seconds"])
     assert summary["evaluation_seconds"] > 0
+
+
+def test_live_reference_leaves_weights_and_optimizer_state_untouched():
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    setup = make_optimizer("sgd", 0.05, 5e-4, 100)
+    cache = train.StepCache(model, setup.optimizer)
+    head = train.classifier_mask(model)
+    batch = next(iter(tiny_data()))
+    for _ in range(3):
+        cache.get(head)(*batch)
+    weights_before, optimizer_before = _state(model, setup.optimizer)
+    reference = train.measure_reference(cache, setup.optimizer, head, batch, 3)
+    assert reference["reference_full_step_ms"] > 0 and reference["reference_seconds"] > 0
+    weights_after, optimizer_after = _state(model, setup.optimizer)
+    for old, new in zip(weights_before, weights_after):
+        np.testing.assert_array_equal(old, new)
+    for name, value in optimizer_after.items():  # slots the full step created are zeros
+        np.testing.assert_array_equal(value, optimizer_before.get(name, np.zeros_like(value)))
+    assert int(setup.optimizer.iterations.numpy()) == 3
+
+
+def test_static_top_and_paper_selection_use_the_originals_floored_units():
+    """Tensors under 1/1000 of the backward time cost nothing in the original's units: the
+    paper mode lets them in for free, as the original does."""
+    model = tiny_model()
+    profile = tiny_profile(model)
+    for k, tensor in enumerate(profile["tensors"]):  # the two classifier tensors: 0.01 ms each
+        if k >= 7:
+            tensor["t_dw_ms"], tensor["t_dy_ms"] = 0.01, 0.0
+    controller = train.StepTimeController(profile, rho=0.5, rho_mode="paper")
+    t_dy_q, t_dw_q, budget = solver.paper_problem(controller.t_dy, controller.t_dw, 0.5)
+    assert list(t_dw_q[:2]) == [0, 0] and budget >= 0
+    chosen = controller.select(np.ones(len(TENSORS)))
+    top = controller.static_top()
+    assert chosen[-2:].all() and top[-2:].all()
+    assert solver.backward_time(t_dy_q, t_dw_q, top[::-1]) <= budget
+    deeper = np.zeros(len(TENSORS), np.uint8)
+    deeper[-(int(top.sum()) + 1):] = 1  # one more tensor no longer fits
+    assert solver.backward_time(t_dy_q, t_dw_q, deeper[::-1]) > budget
