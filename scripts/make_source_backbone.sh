@@ -2,7 +2,8 @@
 # Pre-train a backbone on the embedded source task (the offline stand-in for ImageNet weights)
 # once, and cache it; every study script reuses it instead of training again.
 #   bash scripts/make_source_backbone.sh [MODEL] [INPUT]     (defaults: mobilenetv2 64)
-# Writes saved_models/source_<MODEL>_<INPUT>.h5 (skipped when it exists) and prints its path last.
+# Writes saved_models/source_<MODEL>_<INPUT>.h5 (skipped when it exists) and prints its path last;
+# with SOURCE_EPOCHS other than 15 the file is source_<MODEL>_<INPUT>_<EPOCHS>ep.h5.
 # Environment: SOURCE_EPOCHS (default 15), SOURCE_BATCH (64), SOURCE_LR (2e-3, Adam, cosine).
 # BatchNorm trains in batch-statistics mode here: a network trained from scratch needs it.
 set -euo pipefail
@@ -12,10 +13,12 @@ PY=.venv/bin/python
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
 MODEL=${1:-mobilenetv2}; INPUT=${2:-64}
 EPOCHS=${SOURCE_EPOCHS:-15}; BATCH=${SOURCE_BATCH:-64}; LR=${SOURCE_LR:-2e-3}
-BACKBONE=saved_models/source_${MODEL}_${INPUT}.h5
+SUFFIX=""; [ "$EPOCHS" = 15 ] || SUFFIX="_${EPOCHS}ep"
+BACKBONE=saved_models/source_${MODEL}_${INPUT}${SUFFIX}.h5
 if [ ! -f "$BACKBONE" ]; then
   echo "pre-training $MODEL at $INPUT px on embedded_shapes_source for $EPOCHS epochs -> $BACKBONE" >&2
-  RUN=source_${MODEL}_${INPUT}
+  RUN=pretrain_source_${MODEL}_${INPUT}${SUFFIX}
+  rm -rf "logs/source/$RUN"  # an interrupted attempt's logs would make main.py rename the run
   $PY main.py --model_name "$MODEL" --input_size "$INPUT" --dataset_name embedded_shapes_source \
     --train_type full_training --bn_mode train --weights none --optimizer adam --learning_rate "$LR" \
     --batch_size "$BATCH" --num_epochs "$EPOCHS" --logdir logs/source --run_name "$RUN" \

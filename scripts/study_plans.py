@@ -1,5 +1,7 @@
 """The protocols and run plans of the paper-headline study (scripts/study.py). Pure data.
 
+`python scripts/study_plans.py mobilenetv2` prints the protocol's main.py flags (the demo uses them).
+
 How the proxy was chosen (written down before any ElasticTrainer run of the study; see
 BENCHMARKS.md, "The paper's headline"): the *calibration* plan trains only the baselines (full
 training, traditional TL, BN+bias from the source backbone, and full training from scratch)
@@ -63,13 +65,14 @@ class Run:
 
 
 def calibration_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
-    """Baselines only, seed 0, at each candidate learning rate (plus full training from scratch,
-    with BatchNorm in training mode, which random weights need)."""
+    """Baselines only, seed 0, at each candidate learning rate, plus full training from scratch
+    (BatchNorm in training mode, which random weights need) at the largest rate, which favours
+    training from scratch most."""
     del model_name, seeds  # one seed; the same grid for every model
     runs = [Run(scheme, 0, learning_rate=rate) for rate in CALIBRATION_LEARNING_RATES
             for scheme in CALIBRATION_SCHEMES]
-    runs += [Run("full_training", 0, learning_rate=rate, weights="none", bn_mode="train")
-             for rate in CALIBRATION_LEARNING_RATES]
+    runs.append(Run("full_training", 0, learning_rate=max(CALIBRATION_LEARNING_RATES), weights="none",
+                    bn_mode="train"))
     return runs
 
 
@@ -92,3 +95,22 @@ PLANS = {"calibration": calibration_runs, "claims": claims_runs}
 def plan_runs(plan: str, model_name: str, seeds: Sequence[int]) -> List[Run]:
     """The runs of a plan, in the order they train."""
     return PLANS[plan](model_name, seeds)
+
+
+def protocol_flags(model_name: str) -> List[str]:
+    """main.py flags of a model's fine-tuning protocol (not epochs or interval: callers choose)."""
+    protocol = PROTOCOLS[model_name]
+    if protocol["learning_rate"] is None:
+        raise UserError(f"the {model_name} protocol has no learning rate yet (run the calibration plan)")
+    return ["--model_name", model_name, "--dataset_name", protocol["dataset_name"],
+            "--input_size", str(protocol["input_size"]), "--batch_size", str(protocol["batch_size"]),
+            "--learning_rate", str(protocol["learning_rate"]), "--bn_mode", protocol["bn_mode"]]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in PROTOCOLS:
+        sys.exit(f"usage: python scripts/study_plans.py {{{','.join(PROTOCOLS)}}}")
+    try:
+        print(" ".join(protocol_flags(sys.argv[1])))
+    except UserError as error:
+        sys.exit(f"error: {error}")
