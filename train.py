@@ -631,8 +631,10 @@ def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: float
         live = reference["reference_selection_step_ms"] / reference["reference_full_step_ms"]
     else:
         live = 1.0 if config.train_type == "full_training" else float("nan")
-    return {"run_name": config.run_name, "train_type": config.train_type, "rho": config.rho,
-            "rho_mode": config.rho_mode, "bn_mode": config.bn_mode, "seed": config.seed,
+    return {"run_name": config.run_name, "train_type": config.train_type,
+            "rho": config.rho if scheme.needs_profile else None,  # others ignore rho
+            "rho_mode": config.rho_mode if scheme.needs_profile else None,
+            "bn_mode": config.bn_mode, "seed": config.seed,
             "best_test_accuracy": best_accuracy, "final_test_accuracy": history[-1]["test_accuracy"] if history else 0.0,
             "train_time_hours": train_seconds / 3600,
             "train_seconds": train_seconds, "median_step_ms": median_ms,

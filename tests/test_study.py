@@ -36,8 +36,14 @@ def test_every_planned_run_parses_with_the_real_cli(protocol):
 
 def test_claims_plan_is_balanced_by_seed_and_covers_the_issue(protocol):
     runs = study_plans.plan_runs("claims", "mobilenetv2", [0, 1, 2])
-    per_seed = len(runs) // 3
-    assert [run.seed for run in runs] == [0] * per_seed + [1] * per_seed + [2] * per_seed
+    headline = len(study_plans.HEADLINE)
+    assert [run.config_name for run in runs[:headline]] == [
+        "full_training", "elastic_training_rho0.533_paper", "bn_plus_bias_training", "traditional_tl_training",
+        "static_top_training_rho0.533_paper"]
+    others = (len(runs) - 3 * headline) // 3
+    assert [run.seed for run in runs] == ([0] * headline + [1] * headline + [2] * headline
+                                          + [0] * others + [1] * others + [2] * others)
+    assert len({run.name for run in runs}) == len(runs) == 3 * 14
     configs = {run.config_name for run in runs}
     for rho in (0.4, 0.533, 0.7):
         assert {f"elastic_training_rho{rho:g}_exact", f"elastic_training_rho{rho:g}_paper"} <= configs
