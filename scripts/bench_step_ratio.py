@@ -31,6 +31,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dataset_name", default="embedded_shapes", help="where probe batches come from")
     parser.add_argument("--data_dir", default=None)
     parser.add_argument("--weights", default="none", help="e.g. a backbone pre-trained on the source task")
+    parser.add_argument("--bn_mode", default="frozen", choices=["frozen", "train"], help="BatchNorm mode")
     parser.add_argument("--rhos", type=float, nargs="+", default=[0.4, 0.5, 0.6, 0.8])
     parser.add_argument("--periods", type=int, default=3, help="closed-loop correction periods")
     parser.add_argument("--period_steps", type=int, default=12, help="steps per correction period")
@@ -47,11 +48,11 @@ def main(argv=None) -> int:
     from train_step import make_optimizer, typical_ms, wall_time_samples, wall_times_ms
 
     num_classes = data.num_classes(args.dataset_name, args.data_dir)
-    model = models.build_model(args.model_name, num_classes, args.input_size, args.weights)
-    name = profile_tables.profile_name(args.model_name, args.input_size, num_classes, args.batch_size)
+    model = models.build_model(args.model_name, num_classes, args.input_size, args.weights, args.bn_mode)
+    name = profile_tables.profile_name(args.model_name, args.input_size, num_classes, args.batch_size, args.bn_mode)
     path = os.path.join("profile_extracted", name + ".json")
     profiler.main(["--model_name", args.model_name, "--input_size", str(args.input_size), "--num_classes",
-                   str(num_classes), "--batch_size", str(args.batch_size), "--force"])  # fresh, not stale
+                   str(num_classes), "--batch_size", str(args.batch_size), "--bn_mode", args.bn_mode, "--force"])  # fresh, not stale
     profile = profile_tables.load_profile(path)
     batches = iter(data.load(args.dataset_name, "train", args.batch_size, args.input_size, args.data_dir).repeat())
     batch = next(batches)
