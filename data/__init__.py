@@ -86,26 +86,36 @@ def _builder(dataset_name: str, data_dir: Optional[str]) -> tfds.core.DatasetBui
     return tfds.builder(spec.tfds_name, data_dir=data_dir)
 
 
+def availability_problem(dataset_name: str, data_dir: Optional[str] = None) -> Optional[str]:
+    """None when the dataset is prepared or can be downloaded now; otherwise what is wrong and
+    what to do, in one message (checked in seconds, before any long work)."""
+    builder = _builder(dataset_name, data_dir)
+    if isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared():
+        return None
+    spec = get_spec(dataset_name)
+    if not spec.download_hosts or _reachable(spec.download_hosts):
+        return None
+    where = data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")
+    return (f"{dataset_name} is not prepared in {where} and cannot be downloaded: "
+            f"{', '.join(spec.download_hosts)} is unreachable (network problem). Either run once "
+            f"where there is a network and copy the prepared {where}/{spec.tfds_name} folder "
+            f"here (then pass --data_dir), or download the archives by hand into "
+            f"{where}/downloads/manual/ (see https://www.tensorflow.org/datasets/overview). "
+            f"Offline, use --dataset_name embedded_shapes.")
+
+
 def prepare(dataset_name: str, data_dir: Optional[str] = None) -> tfds.core.DatasetBuilder:
     """Download (or generate) and prepare a dataset once; later calls are instant.
 
     Offline, a TFDS download would retry for minutes; we check the download hosts first and
     fail within seconds with what to do instead.
     """
+    problem = availability_problem(dataset_name, data_dir)
+    if problem:
+        raise UserError(problem)
     builder = _builder(dataset_name, data_dir)
-    if isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared():
-        return builder
-    spec = get_spec(dataset_name)
-    if spec.download_hosts and not _reachable(spec.download_hosts):
-        where = data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")
-        raise UserError(
-            f"{dataset_name} is not prepared in {where} and cannot be downloaded: "
-            f"{', '.join(spec.download_hosts)} is unreachable (network problem). Either run once "
-            f"where there is a network and copy the prepared {where}/{spec.tfds_name} folder "
-            f"here (then pass --data_dir), or download the archives by hand into "
-            f"{where}/downloads/manual/ (see https://www.tensorflow.org/datasets/overview). "
-            f"Offline, use --dataset_name embedded_shapes.")
-    builder.download_and_prepare()
+    if not (isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared()):
+        builder.download_and_prepare()
     return builder
 
 

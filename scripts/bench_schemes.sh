@@ -42,4 +42,4 @@ for scheme in $SCHEMES; do
     names+=("$RUNS/$name")
   done
 done
-$PY scripts/plot_runs.py "${names[@]}" --output "$OUTPUT" --title "$MODEL $INPUT px on $DATASET, rho $RHOS"
+$PY scripts/plot.py curves "${names[@]}" --output "$OUTPUT" --title "$MODEL $INPUT px on $DATASET, rho $RHOS"

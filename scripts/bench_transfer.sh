@@ -21,5 +21,5 @@ for init in pretrained scratch; do
     --weights "$weights" --learning_rate "$lr" --bn_mode "$bn" --num_epochs "$EPOCHS" --train_type full_training \
     --logdir "$RUNS" --run_name "$init"
 done
-$PY scripts/plot_runs.py "$RUNS/pretrained" "$RUNS/scratch" --output "figures/transfer_${MODEL}_${INPUT}.png" \
+$PY scripts/plot.py curves "$RUNS/pretrained" "$RUNS/scratch" --output "figures/transfer_${MODEL}_${INPUT}.png" \
   --title "full training on embedded_shapes: source-pretrained vs scratch"

@@ -45,7 +45,7 @@ ELASTIC="elastic_rho${RHO}_${RHO_MODE}"
 $PY main.py "${COMMON[@]}" --train_type elastic_training --rho "$RHO" --rho_mode "$RHO_MODE" --run_name "$ELASTIC"
 
 echo "== 5/5 compare"
-$PY scripts/plot_runs.py "$RUNS/full_training" "$RUNS/$ELASTIC" \
+$PY scripts/plot.py curves "$RUNS/full_training" "$RUNS/$ELASTIC" \
   --output figures/demo_accuracy_vs_time.png --title "MobileNetV2 on embedded_shapes (64 px, batch 32)"
 echo "demo finished in $(( $(date +%s) - start )) s. Look at figures/demo_accuracy_vs_time.png, the"
 echo "selection masks and curves in TensorBoard (.venv/bin/tensorboard --logdir $RUNS), and"

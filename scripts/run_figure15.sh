@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
-# The paper's Figure 15: test accuracy and training loss over time of every scheme on CUB-200,
-# Oxford-IIIT Pet and Stanford Dogs, with the paper's settings (ImageNet weights, 224 px,
-# batch 4, SGDW lr 1e-4, 12 epochs, rho 0.533). Needs a network once (TFDS downloads and
-# ImageNet weights) and days of CPU time; on a GPU or Jetson, hours. Figures go to
-# figures/figure15_<model>_<dataset>.png.
-#   bash scripts/run_figure15.sh [MODEL] [EPOCHS]      e.g. bash scripts/run_figure15.sh vgg16
+# Fig. 15 (a)-(f): ResNet50 on CUB-200, Oxford-IIIT Pet and Stanford Dogs; test accuracy and
+# training loss against wall time for ElasticTrainer (rho 0.533), full training, traditional TL
+# and BN+bias, and the selection heat maps.
+# The paper's setting (ImageNet weights, 224 px, batch 4, SGDW lr 1e-4, 12 epochs): a network
+# once, hours to days of compute. Resumes where it stopped; figures go to figures/.
+#   bash scripts/run_figure15.sh [--dry_run] [--proxy] [--logdir DIR]    (see python
+# scripts/figures.py --help)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-MODEL=${1:-resnet50}; EPOCHS=${2:-12}
-for dataset in caltech_birds2011 oxford_iiit_pet stanford_dogs; do
-  DATASET=$dataset WEIGHTS=imagenet LR=1e-4 INTERVAL=4 RHO=0.533 \
-    OUTPUT="figures/figure15_${MODEL}_${dataset}.png" \
-    bash scripts/bench_schemes.sh "$MODEL" 224 4 "$EPOCHS"
-done
+bash scripts/setup.sh
+export TF_CPP_MIN_LOG_LEVEL=3
+exec .venv/bin/python scripts/figures.py run 15 "$@"

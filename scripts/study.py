@@ -12,16 +12,15 @@ where it stopped. TensorBoard logs go to logs/study/<model>_<input>/<plan>/<run>
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from typing import Dict, List, Optional, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from runner import train_all  # noqa: E402
 from study_plans import PLANS, PROTOCOLS, Run, plan_runs  # noqa: E402
 from utils import UserError, atomic_write_json, run_cli  # noqa: E402
 
@@ -76,32 +75,15 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -
         print("profile:", " ".join(command[1:]))
         if not dry_run and subprocess.run(command, cwd=ROOT).returncode != 0:
             raise UserError(f"profiling failed: {' '.join(command[1:])} (its message is above)")
-    durations: List[float] = []
-    for index, run in enumerate(todo):
-        command = [python, os.path.join(ROOT, "main.py")] + main_arguments(model_name, run, log_root)
-        remaining = (f", about {sum(durations) / len(durations) * (len(todo) - index) / 60:.0f} min left"
-                     if durations else "")
-        print(f"[{index + 1}/{len(todo)}] {run.name}{remaining}", flush=True)
-        if dry_run:
-            print("  " + " ".join(command[1:]))
-            continue
-        run_dir = os.path.join(log_root, run.name)
-        if os.path.isdir(run_dir):  # an interrupted attempt: its partial logs would mix with this one
-            shutil.rmtree(run_dir)
-        os.makedirs(log_root, exist_ok=True)
-        start = time.perf_counter()
-        with open(run_dir + ".log", "w") as log:
-            process = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        durations.append(time.perf_counter() - start)
-        if process.returncode != 0:
-            raise UserError(f"run {run.name} failed (exit {process.returncode}); see {run_dir}.log")
-        with open(os.path.join(run_dir, "summary.json")) as handle:
-            summary = json.load(handle)
+    jobs = [(run.name, main_arguments(model_name, run, log_root)) for run in todo]
+
+    def keep(name: str, summary: Dict, seconds: float) -> None:
+        run = next(run for run in todo if run.name == name)
         summary["command"] = "python main.py " + " ".join(main_arguments(model_name, run, "logs/study/..."))
-        summary["process_seconds"] = durations[-1]
-        atomic_write_json(os.path.join(out_dir, run.name + ".json"), summary)
-        print(f"  best {100 * summary['best_test_accuracy']:.1f} %, {summary['train_seconds']:.0f} s of training, "
-              f"step ratio {summary['step_time_ratio_live']:.3f} (live), {durations[-1]:.0f} s in all", flush=True)
+        summary["process_seconds"] = seconds
+        atomic_write_json(os.path.join(out_dir, name + ".json"), summary)
+
+    train_all(jobs, log_root, dry_run, on_done=keep)
     return 0
 
 

@@ -1,0 +1,86 @@
+"""Running many main.py trainings unattended: one subprocess per run, a log file each, progress
+with an estimate of the time left, and nothing half-done left behind. Used by scripts/study.py
+and scripts/figures.py.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from utils import UserError  # noqa: E402
+
+Job = Tuple[str, List[str]]  # (run name, main.py flags; they include --logdir and --run_name)
+
+
+def check_main_arguments(name: str, arguments: Sequence[str]) -> None:
+    """Parse a run's flags with main.py's own parser (so a renamed flag is caught before hours of
+    training); UserError naming the run when they do not parse."""
+    import main  # the real parser; importing it loads TensorFlow once
+
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            main.parse_args(list(arguments))
+    except SystemExit as exit_:
+        if exit_.code:
+            message = stderr.getvalue().strip().splitlines()[-1:] or ["invalid flags"]
+            raise UserError(f"run {name}: main.py rejects its flags: {message[0]}") from None
+
+
+def train_one(name: str, arguments: Sequence[str], log_root: str) -> Tuple[Dict, float]:
+    """Train one run in a subprocess (its output goes to <log_root>/<name>.log); its summary and
+    the process's seconds. Partial logs of an earlier interrupted attempt are removed first, so
+    the two never mix."""
+    run_dir = os.path.join(log_root, name)
+    if os.path.isdir(run_dir):
+        shutil.rmtree(run_dir)
+    os.makedirs(log_root, exist_ok=True)
+    command = [sys.executable, os.path.join(ROOT, "main.py"), *arguments]
+    start = time.perf_counter()
+    with open(run_dir + ".log", "w") as log:
+        process = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - start
+    if process.returncode != 0:
+        raise UserError(f"run {name} failed (exit {process.returncode}); see {run_dir}.log")
+    with open(os.path.join(run_dir, "summary.json")) as handle:
+        return json.load(handle), seconds
+
+
+def train_all(jobs: Sequence[Job], log_root: str, dry_run: bool,
+              on_done: Optional[Callable[[str, Dict, float], None]] = None,
+              estimates: Optional[Sequence[float]] = None) -> List[Dict]:
+    """Train `jobs` in order, printing progress and the time left (from `estimates`, seconds per
+    job, until measured durations replace them). With `dry_run`, check every job's flags with
+    main.py's parser and print its command instead."""
+    durations: List[float] = []
+    summaries = []
+    for index, (name, arguments) in enumerate(jobs):
+        left = len(jobs) - index
+        if durations:
+            remaining = f", about {sum(durations) / len(durations) * left / 60:.0f} min left"
+        elif estimates:
+            remaining = f", about {sum(estimates[index:]) / 60:.0f} min left (estimated)"
+        else:
+            remaining = ""
+        print(f"[{index + 1}/{len(jobs)}] {name}{remaining}", flush=True)
+        if dry_run:
+            check_main_arguments(name, arguments)
+            print("  python main.py " + " ".join(arguments))
+            continue
+        summary, seconds = train_one(name, arguments, log_root)
+        durations.append(seconds)
+        summaries.append(summary)
+        if on_done:
+            on_done(name, summary, seconds)
+        print(f"  best {100 * summary['best_test_accuracy']:.1f} %, {summary['train_seconds']:.0f} s of training, "
+              f"step ratio {summary['step_time_ratio_live']:.3f} (live), {seconds:.0f} s in all", flush=True)
+    return summaries

@@ -1,0 +1,192 @@
+"""Plotting from real event files (scripts/plot.py) and the paper-figure scripts (scripts/figures.py,
+scripts/run_figure*.sh)."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import figures  # noqa: E402
+import plot  # noqa: E402
+import runner  # noqa: E402
+from run_outputs import RunOutputs  # noqa: E402
+from utils import UserError  # noqa: E402
+
+MASKS = [[1, 1, 0, 0, 1, 1], [0, 1, 1, 0, 0, 1], [0, 0, 0, 1, 1, 1]]
+
+
+def write_run(logdir, name: str, accuracy, seconds_per_epoch: float, steps_per_epoch: int = 10,
+              masks=()) -> str:
+    """A run's events as training writes them (the project's own RunOutputs), and its summary."""
+    outputs = RunOutputs(str(logdir), name, "mobilenetv2", 4, 32)
+    for index, mask in enumerate(masks):
+        outputs.selection_mask(index * steps_per_epoch, np.array(mask))
+    for epoch, value in enumerate(accuracy):
+        step = (epoch + 1) * steps_per_epoch
+        outputs.scalars(step, {"test/accuracy": value, "train/classification_loss": 2.0 - value,
+                               "time/train_seconds": seconds_per_epoch * (epoch + 1)})
+    history = [{"epoch": e + 1, "train_seconds": seconds_per_epoch * (e + 1), "test_accuracy": value}
+               for e, value in enumerate(accuracy)]
+    outputs.summary({"run_name": name, "best_test_accuracy": max(accuracy), "final_test_accuracy": accuracy[-1],
+                     "history": history,
+                     "train_seconds": seconds_per_epoch * len(accuracy), "train_time_hours": 0.0,
+                     "step_time_ratio_achieved": 0.5, "step_time_ratio_target": 0.5}, False)
+    return outputs.run_dir
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """The figures the plot functions draw (they are still written to disk)."""
+    drawn = []
+    save = plot.save
+
+    def keep(figure, path):
+        drawn.append(figure)
+        return save(figure, path)
+
+    monkeypatch.setattr(plot, "save", keep)
+    return drawn
+
+
+def assert_images(paths):
+    assert {os.path.splitext(path)[1] for path in paths} == {".png", ".pdf"}
+    for path in paths:
+        with open(path, "rb") as handle:
+            head = handle.read(5)
+        assert head == (b"\x89PNG\r" if path.endswith(".png") else b"%PDF-")
+
+
+def test_curves_plot_one_line_per_run_against_training_time(tmp_path, captured):
+    full = write_run(tmp_path, "full", [0.5, 0.7, 0.8], 10.0)
+    elastic = write_run(tmp_path, "elastic", [0.6, 0.8, 0.8], 4.0, masks=MASKS)
+    runs = [plot.Run(full), plot.Run(elastic)]
+    paths = plot.plot_curves(runs, ["test/accuracy", "train/classification_loss"], "time", "t",
+                             str(tmp_path / "c.png"))
+    assert_images(paths)
+    accuracy_panel, loss_panel = captured[-1].axes
+    assert [line.get_label() for line in accuracy_panel.lines] == ["full", "elastic"]
+    assert len(loss_panel.lines) == 2
+    minutes, percent = accuracy_panel.lines[1].get_data()
+    assert list(percent) == pytest.approx([60, 80, 80]) and list(minutes) == pytest.approx([4 / 60, 8 / 60, 12 / 60])
+    assert "min" in accuracy_panel.get_xlabel()
+    table = plot.reach_table(runs)  # elastic reaches full's final 80 % after 8 s, full after 30 s
+    assert re.search(r"elastic\s+80\.00\s+80\.00\s+12\.0\s+8\.0\s+3\.75x", table)
+    plot.plot_curves(runs, ["test/accuracy"], "epoch", "", str(tmp_path / "e.png"))
+    assert list(captured[-1].axes[0].lines[0].get_data()[0]) == [1, 2, 3]
+
+
+def test_heatmap_recovers_each_logged_selection(tmp_path, captured):
+    run = plot.Run(write_run(tmp_path, "elastic", [0.6, 0.7, 0.8], 4.0, masks=MASKS))
+    assert run.masks() == [(0, MASKS[0]), (10, MASKS[1]), (20, MASKS[2])]
+    assert_images(plot.plot_heatmap(run, "", str(tmp_path / "h.png")))
+    mesh = captured[-1].axes[0].collections[0]
+    assert np.array(mesh.get_array()).reshape(6, 3).T.tolist() == MASKS  # tensors x selections
+
+
+def test_bars_average_seeds_one_bar_per_configuration(tmp_path, captured):
+    runs = [write_run(tmp_path, "full_s0", [0.8], 10.0), write_run(tmp_path, "full_s1", [0.9], 20.0),
+            write_run(tmp_path, "elastic_s0", [0.7], 5.0)]
+    rows = plot.bar_rows(plot.load_summaries(runs))
+    assert [(row["config"], row["runs"]) for row in rows] == [("full", 2), ("elastic", 1)]
+    assert rows[0]["accuracy"][0] == pytest.approx(85.0) and rows[0]["seconds"][0] == pytest.approx(15.0)
+    assert_images(plot.plot_bars(rows, "", str(tmp_path / "b.png")))
+    time_panel, accuracy_panel = captured[-1].axes
+    assert len(time_panel.patches) == len(accuracy_panel.patches) == 2
+
+
+def test_plot_names_a_missing_run_or_tag(tmp_path):
+    run = write_run(tmp_path, "full", [0.5], 1.0)
+    with pytest.raises(UserError, match="no run at .*nothing"):
+        plot.Run(str(tmp_path / "nothing"))
+    with pytest.raises(UserError, match=r"no tag 'test/acc'; it has: .*test/accuracy"):
+        plot.Run(run).series("test/acc")
+    with pytest.raises(UserError, match="only elastic schemes"):
+        plot.Run(run).masks()
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "plot.py"), "curves", run,
+                             "--tag", "nope", "--output", str(tmp_path / "x.png")],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode != 0 and "no tag 'nope'" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "x.png").exists()
+
+
+FIGURE_SCRIPTS = sorted(glob.glob(os.path.join(ROOT, "scripts", "run_figure*.sh")))
+
+
+def test_there_is_a_script_for_every_figure_of_the_original():
+    names = {os.path.basename(path) for path in FIGURE_SCRIPTS}
+    for number in figures.FIGURES:
+        assert {f"run_figure{number}.sh", f"run_figure{number}_ego.sh"} <= names
+
+
+@pytest.mark.parametrize("script", FIGURE_SCRIPTS, ids=os.path.basename)
+def test_figure_script_is_valid_bash_and_every_run_parses(script, offline, capsys):
+    assert subprocess.run(["bash", "-n", script]).returncode == 0
+    calls = re.findall(r"^exec \.venv/bin/python scripts/figures\.py (.*) \"\$@\"$", open(script).read(), re.M)
+    assert len(calls) == 1
+    arguments = calls[0].split()
+    assert arguments[0] == "run" and arguments[1] in figures.FIGURES
+    assert ("--ego" in arguments) == script.endswith("_ego.sh")
+    for setting in ([], ["--proxy"]):  # every main.py call parses with main.py's own parser
+        assert figures.main(arguments + setting + ["--dry_run"]) == 0
+    out = capsys.readouterr().out
+    assert "would stop: this machine cannot reach" in out  # offline, said before any training
+    assert out.count("python main.py") >= 2
+
+
+def test_figures_keep_the_originals_runs_and_rho_values():
+    names = {e.run_name: e for figure in figures.FIGURES.values() for e in figure.experiments}
+    assert {name: names[name].rho for name in names if name.startswith("CUB200_ElasticTrainer_")} == {
+        "CUB200_ElasticTrainer_035": 0.367, "CUB200_ElasticTrainer_040": 0.4, "CUB200_ElasticTrainer_050": 0.533,
+        "CUB200_ElasticTrainer_060": 0.6, "CUB200_ElasticTrainer_070": 0.7}
+    assert names["PET37_BN+Bias"].train_type == "bn_plus_bias_training"
+    assert names["mobilenetv2_Full_training"].num_epochs == 24 and names["vit_ElasticTrainer"].optimizer == "adam"
+    for config in (figures.setting(False, None), figures.setting(True, None)):  # one name, one experiment
+        flags = {}
+        for figure in figures.FIGURES.values():
+            for experiment in figures.selected(figure, False, config)[0]:
+                run_flags = config.flags(experiment)
+                assert flags.setdefault(config.run_name(experiment), run_flags) == run_flags
+
+
+def test_a_renamed_flag_is_caught_before_training():
+    with pytest.raises(UserError, match="run r: main.py rejects its flags: .*--rhoo"):
+        runner.check_main_arguments("r", ["--rhoo", "0.5"])
+
+
+def test_offline_paper_figure_stops_at_once_in_one_line(offline, tmp_path):
+    with pytest.raises(UserError) as error:
+        figures.main(["run", "15ad", "--logdir", str(tmp_path)])
+    message = str(error.value)
+    assert "\n" not in message and "caltech_birds2011" in message and "resnet50" in message
+    assert "run_proxy_study.sh" in message and not os.listdir(tmp_path)
+
+
+def test_rerun_with_finished_runs_trains_nothing_and_draws(tmp_path, monkeypatch):
+    config = figures.setting(True, str(tmp_path))
+    experiments, plots, _ = figures.selected(figures.FIGURES["17ac"], False, config)
+    for experiment in experiments:
+        write_run(tmp_path, config.run_name(experiment), [0.5, 0.6], 3.0, masks=MASKS[:2] if experiment.elastic else ())
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained a finished run")
+
+    monkeypatch.setattr(runner, "train_one", no_training)
+    monkeypatch.setattr(figures, "ROOT", str(tmp_path))
+    monkeypatch.setitem(figures.PROTOCOLS["mobilenetv2"], "weights", "source.h5")
+    (tmp_path / "source.h5").write_bytes(b"")
+    (tmp_path / "figures").mkdir()
+    assert figures.main(["run", "17ac", "15", "--proxy", "--logdir", str(tmp_path)]) == 0
+    drawn = sorted(os.listdir(tmp_path / "figures"))
+    assert "proxy_figure17_ac.png" in drawn and "proxy_figure15_a.png" in drawn
+    assert "proxy_figure15_selection_SHAPES64.pdf" in drawn
+    assert figures.main(["table", "--proxy", "--logdir", str(tmp_path), "--output", str(tmp_path / "t.md")]) == 0
+    table = (tmp_path / "t.md").read_text()
+    assert "| full_training | 1 |" in table and "elastic_training_rho0.367_paper" in table
