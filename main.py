@@ -10,14 +10,17 @@ from utils import prepare_tensorflow_environment
 prepare_tensorflow_environment()  # before TensorFlow is imported
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
+import shlex  # noqa: E402
 import sys  # noqa: E402
 from typing import Optional, Sequence  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 
+import checkpoints  # noqa: E402
 import data  # noqa: E402
 import models  # noqa: E402
 import profile_tables  # noqa: E402
@@ -25,7 +28,7 @@ import selection_solver_DP as solver  # noqa: E402
 from run_outputs import RunOutputs, unique_run_name  # noqa: E402
 from train import SCHEMES, TrainConfig, load_profile_for, train  # noqa: E402
 from train_step import OPTIMIZERS  # noqa: E402
-from utils import UserError, ensure_writable_dir, positive_int, run_cli, str2bool  # noqa: E402
+from utils import UserError, ensure_writable_dir, positive_int, read_json, run_cli, str2bool  # noqa: E402
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -87,6 +90,12 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
          help="after training, time N full steps against N steps of the final selection, "
               "interleaved, to report the step-time ratio under the run's own conditions "
               "(0: skip; not counted in the training time)")
+    flag("--checkpoint_every", type=int, default=0, metavar="N",
+         help="also write a checkpoint every N training steps (0: only at the end of each epoch, "
+              "which always happens); checkpoints go to <logdir>/<run_name>/checkpoints/")
+    flag("--resume", action="store_true",
+         help="continue the run named by --run_name (or the default name) in --logdir from its "
+              "latest checkpoint; the other flags must be the ones it was started with")
     flag("--logdir", default="logs", help="TensorBoard logs go to <logdir>/<run_name>")
     return parser.parse_args(argv)
 
@@ -103,6 +112,8 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         raise UserError("--recalibrate must be 0 (never) or a number of selections")
     if args.reference_steps < 0:
         raise UserError("--reference_steps must be 0 (skip) or a number of steps")
+    if args.checkpoint_every < 0:
+        raise UserError("--checkpoint_every must be 0 (epoch ends only) or a number of steps")
     models.check_input_size(args.model_name, args.input_size)
     num_classes = data.resolve_num_classes(args.dataset_name, args.num_classes, args.data_dir)
     elastic = SCHEMES[args.train_type].needs_profile
@@ -119,11 +130,49 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         model_name=args.model_name, dataset_name=args.dataset_name, train_type=args.train_type,
         input_size=args.input_size, batch_size=args.batch_size, num_classes=num_classes,
         optimizer=args.optimizer, learning_rate=args.learning_rate, weight_decay=args.weight_decay,
-        num_epochs=args.num_epochs, run_name=unique_run_name(args.logdir, run_name),
+        num_epochs=args.num_epochs, run_name=run_name if args.resume else unique_run_name(args.logdir, run_name),
         save_model=args.save_model, save_txt=args.save_txt, interval=args.interval, rho=args.rho,
         weights=args.weights, data_dir=args.data_dir, seed=args.seed, profile=profile,
         probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate,
-        bn_mode=args.bn_mode, rho_mode=args.rho_mode, reference_steps=args.reference_steps)
+        bn_mode=args.bn_mode, rho_mode=args.rho_mode, reference_steps=args.reference_steps,
+        checkpoint_every=args.checkpoint_every)
+
+
+def check_resumable(config: TrainConfig) -> Optional[dict]:
+    """UserError unless the run can be resumed with this configuration; its summary when it
+    has already finished (nothing to resume)."""
+    run_dir = os.path.join(config.logdir, config.run_name)
+    if not os.path.isdir(run_dir):
+        runs = sorted(name for name in os.listdir(config.logdir)
+                      if os.path.isfile(os.path.join(config.logdir, name, "config.json")))
+        listing = f"; runs there: {', '.join(runs[:12])}{' ...' if len(runs) > 12 else ''}" if runs else ""
+        raise UserError(f"--resume: there is no run {config.run_name!r} in {config.logdir}{listing}. "
+                        f"Name it with --run_name, or start a new run without --resume")
+    saved = read_json(os.path.join(run_dir, "config.json"), "the run's configuration")
+    differences = checkpoints.config_differences(saved, dataclasses.asdict(config))
+    if differences:
+        raise UserError(f"--resume: run {config.run_name!r} was started with other flags: "
+                        f"{'; '.join(differences)}. Resume it with its own flags, or start a new run "
+                        f"without --resume")
+    if os.path.exists(os.path.join(run_dir, "summary.json")):
+        return read_json(os.path.join(run_dir, "summary.json"), "the run's summary")
+    if not checkpoints.has_checkpoint(run_dir):
+        raise UserError(f"--resume: run {config.run_name!r} has no checkpoint (it stopped before the end of "
+                        f"its first epoch); start it again without --resume")
+    return None
+
+
+def resume_command(argv: Sequence[str], run_name: str) -> str:
+    """The command that continues this run: the same flags, its run name, and --resume."""
+    kept, skip = [], False
+    for argument in argv:
+        if skip:
+            skip = False
+        elif argument == "--run_name":
+            skip = True
+        elif argument != "--resume" and not argument.startswith("--run_name="):
+            kept.append(argument)
+    return " ".join(shlex.quote(part) for part in ["python", "main.py", *kept, "--run_name", run_name, "--resume"])
 
 
 def report(summary: dict, txt_path: Optional[str]) -> None:
@@ -161,6 +210,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for gpu in tf.config.list_physical_devices("GPU"):
         tf.config.experimental.set_memory_growth(gpu, True)
     config = resolve_config(args)
+    if args.resume:
+        finished = check_resumable(config)
+        if finished is not None:
+            print(f"run {config.run_name} has already finished; nothing to resume")
+            report(finished, None)
+            return 0
+    elif config.run_name != (args.run_name or config.run_name):
+        logging.info("logs of run %s exist; this run is %s (pass --resume to continue the other)",
+                     args.run_name, config.run_name)
     tf.keras.utils.set_random_seed(config.seed)
     model = models.build_model(config.model_name, config.num_classes, config.input_size, config.weights,
                                config.bn_mode)
@@ -171,16 +229,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             profile = load_profile_for(config, model)
         except UserError:
             profile = None
-    train_data = data.load(config.dataset_name, "train", config.batch_size, config.input_size,
-                           config.data_dir, seed=config.seed)
+    train_data = data.load_epochs(config.dataset_name, config.batch_size, config.input_size, config.data_dir,
+                                  seed=config.seed)
     test_data = data.load(config.dataset_name, "test", config.batch_size, config.input_size, config.data_dir)
     steps_per_epoch = data.steps_per_epoch(config.dataset_name, config.batch_size, config.data_dir)
     if steps_per_epoch < 1:
         raise UserError(f"--batch_size {config.batch_size} exceeds the training split of {config.dataset_name}")
     outputs = RunOutputs(config.logdir, config.run_name, config.model_name, config.num_classes, config.input_size)
     logging.info("run %s: logs in %s (tensorboard --logdir %s)", config.run_name, outputs.run_dir, config.logdir)
-    summary = train(config, model, train_data, test_data, steps_per_epoch, outputs, profile)
+    command = resume_command(list(argv) if argv is not None else sys.argv[1:], config.run_name)
+    summary = train(config, model, train_data, test_data, steps_per_epoch, outputs, profile,
+                    resume=args.resume, resume_command=command)
     report(summary, outputs.summary(summary, config.save_txt))
+    checkpoints.discard(outputs.run_dir)
     return 0
 
 

@@ -4,6 +4,7 @@ Layout of a run named R under --logdir L:
     L/R/                  TensorBoard events (scalars, the selection-mask image)
     L/R/config.json       the resolved configuration
     L/R/last_good.h5      weights at the end of the last finite epoch
+    L/R/checkpoints/      checkpoints to resume from (checkpoints.py)
     L/R/summary.json      final summary (best accuracy, wall time, speedup)
     L/R.txt               with --save_txt: the original's "time (h), accuracy (%)" line and more
     saved_models/R.h5     with --save_model: the best weights
@@ -11,6 +12,7 @@ Layout of a run named R under --logdir L:
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 from typing import Dict, List, Optional
 
@@ -40,6 +42,16 @@ class RunOutputs:
         ensure_writable_dir(self.run_dir, "--logdir")
         self.writer = tf.summary.create_file_writer(self.run_dir)
         self._masks: List[np.ndarray] = []
+
+    def resume(self, saved_at: float, masks: List[List[int]]) -> int:
+        """Continue a run's events from a checkpoint written at `saved_at` (epoch seconds): events
+        written after it (the lost part of the interrupted session) are removed, so curves go on
+        with no step twice; the mask image continues from `masks`. Returns the events removed."""
+        self.writer.close()
+        removed = truncate_events(self.run_dir, saved_at)
+        self.writer = tf.summary.create_file_writer(self.run_dir)
+        self._masks = [np.asarray(mask, dtype=np.float32) for mask in masks]
+        return removed
 
     def save_config(self, config) -> None:
         atomic_write_json(os.path.join(self.run_dir, "config.json"), dataclasses.asdict(config))
@@ -85,3 +97,33 @@ class RunOutputs:
                                 f"{summary['train_time_hours']:.6f} {summary['best_test_accuracy'] * 100:.2f} "
                                 f"{summary['step_time_ratio_achieved']:.4f} {summary['step_time_ratio_target']:.4f}\n")
         return path
+
+
+def truncate_events(run_dir: str, until: float) -> int:
+    """Keep only the events of `run_dir` written at or before `until` (wall time): rewrite them
+    into one file (atomically) in place of the old ones. A record cut short by a crash ends its
+    file. Returns how many events were dropped."""
+    from tensorboard.compat.proto import event_pb2
+
+    files = sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*")))
+    kept, dropped, damaged = [], 0, False
+    for path in files:
+        try:
+            for record in tf.data.TFRecordDataset(path):
+                raw = record.numpy()
+                if event_pb2.Event.FromString(raw).wall_time <= until:
+                    kept.append(raw)
+                else:
+                    dropped += 1
+        except tf.errors.DataLossError:  # the process died while writing this record
+            damaged = True
+    if not files or (not dropped and not damaged):
+        return dropped
+    temporary = os.path.join(run_dir, ".events.rewrite.tmp")
+    with tf.io.TFRecordWriter(temporary) as writer:
+        for raw in kept:
+            writer.write(raw)
+    os.replace(temporary, files[0])  # the oldest name, so readers still find it first
+    for path in files[1:]:
+        os.remove(path)
+    return dropped

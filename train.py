@@ -12,16 +12,20 @@ import dataclasses
 import logging
 import math
 import os
+import signal
+import sys
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
+import data
 import models
 import profile_tables
 import selection_solver_DP as solver
+from checkpoints import RunCheckpoints
 from run_outputs import RunOutputs
 from train_step import (OptimizerSetup, TrainStep, classification_loss, make_optimizer, typical_ms,
                         variables_by_mask, wall_time_samples, wall_times_ms)
@@ -62,6 +66,7 @@ class TrainConfig:
     bn_mode: str = "frozen"
     rho_mode: str = "exact"
     reference_steps: int = 20
+    checkpoint_every: int = 0  # steps between mid-epoch checkpoints (0: at epoch ends only)
     resolution: int = 1000
 
 
@@ -247,6 +252,17 @@ class StepTimeController:
         return {"elastic/target_vs_achieved": achieved / self.target_ms,
                 "elastic/achieved_step_ms": achieved, "elastic/predicted_step_ms": predicted}
 
+    def state(self) -> Dict:
+        """What a checkpoint keeps of the closed loop (and of live recalibration)."""
+        return {"correction": self.correction, "samples": list(self._samples), "warned": self._warned,
+                "T_fp_ms": self.T_fp_ms, "T_full_ms": self.T_full_ms,
+                "t_dy": self.t_dy.tolist(), "t_dw": self.t_dw.tolist()}
+
+    def load_state(self, state: Dict) -> None:
+        self.correction, self._samples, self._warned = state["correction"], list(state["samples"]), state["warned"]
+        self.T_fp_ms, self.T_full_ms = state["T_fp_ms"], state["T_full_ms"]
+        self.t_dy, self.t_dw = np.array(state["t_dy"], float), np.array(state["t_dw"], float)
+
     def recalibrate(self, measured_ms: Sequence[float], masks: Sequence[np.ndarray]) -> None:
         """Re-fit the time model to live step times of the classifier-only, deepest-layer-only and
         full selections (as the profiler calibrates it); tensor times keep their proportions."""
@@ -271,9 +287,13 @@ class Context:
     setup: OptimizerSetup
     config: TrainConfig
     steps_per_epoch: int
-    train_data: tf.data.Dataset
+    train_data: "data.Epochs | data.FixedEpochs"
     profile: Optional[Dict]
     steps: "StepCache"
+
+    def __post_init__(self):
+        if isinstance(self.train_data, tf.data.Dataset):
+            self.train_data = data.FixedEpochs(self.train_data)
 
 
 class Scheme:
@@ -297,6 +317,13 @@ class Scheme:
 
     def observe_step(self, step_ms: float) -> None:
         pass
+
+    def state(self) -> Dict:
+        """What a checkpoint keeps of the scheme (to continue exactly where it stopped)."""
+        return {"mask": self.mask.tolist()}
+
+    def load_state(self, state: Dict) -> None:
+        self.mask = np.array(state["mask"], np.uint8)
 
 
 class FullTraining(Scheme):
@@ -337,7 +364,6 @@ class ElasticTraining(Scheme):
         self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode)
         self.probe = ImportanceProbe(context.model, context.setup.optimizer)
         self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
-        self._probe_data: Iterator = iter(context.train_data.repeat())
         self._head = classifier_mask(context.model)
         self.selections = 0
 
@@ -345,7 +371,9 @@ class ElasticTraining(Scheme):
         return classifier_mask(model)
 
     def probe_batches(self) -> List:
-        return [next(self._probe_data) for _ in range(self.context.config.probe_batches)]
+        """The batches of the next importance evaluation: a stream of their own per selection
+        (reproducible, and the same after a resume)."""
+        return self.context.train_data.probe(self.selections, self.context.config.probe_batches)
 
     def importance(self) -> np.ndarray:
         return self.probe.loss_change(self.probe_batches())
@@ -372,6 +400,14 @@ class ElasticTraining(Scheme):
                      "elastic/predicted_rho": predicted / self.controller.T_full_ms,
                      "elastic/correction": self.controller.correction})
         return info
+
+    def state(self) -> Dict:
+        return {**super().state(), "selections": self.selections, "controller": self.controller.state()}
+
+    def load_state(self, state: Dict) -> None:
+        super().load_state(state)
+        self.selections = state["selections"]
+        self.controller.load_state(state["controller"])
 
     def _recalibrate(self) -> Dict[str, float]:
         """Time classifier-only, deepest-layer-only and full steps live (state restored after)."""
@@ -497,96 +533,206 @@ def load_profile_for(config: TrainConfig, model: tf.keras.Model) -> Dict:
     return profile
 
 
-def train(config: TrainConfig, model: tf.keras.Model, train_data: tf.data.Dataset,
-          test_data: tf.data.Dataset, steps_per_epoch: int, outputs: RunOutputs,
-          profile: Optional[Dict] = None) -> Dict:
+class RunInterrupted(UserError):
+    """Training stopped on a signal after writing a checkpoint."""
+
+    def __init__(self, message: str, signal_number: int):
+        super().__init__(message)
+        self.exit_code = 128 + signal_number
+
+
+class StopRequest:
+    """SIGINT/SIGTERM ask the loop to stop after the current step; a second one aborts at once."""
+
+    def __init__(self):
+        self.signal_number: Optional[int] = None
+        self._previous: Dict[int, object] = {}
+
+    def __enter__(self) -> "StopRequest":
+        try:
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self._previous[number] = signal.signal(number, self._handle)
+        except ValueError:  # not the main thread: leave signals alone
+            pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+    def _handle(self, number: int, frame) -> None:
+        if self.signal_number is not None:
+            raise KeyboardInterrupt  # the second signal: stop now, no checkpoint
+        self.signal_number = number
+        print(f"\n{signal.Signals(number).name}: finishing this step and writing a checkpoint "
+              f"(press Ctrl-C again to abort at once)", file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass
+class LoopState:
+    """Everything the loop carries from step to step, saved in each checkpoint."""
+
+    epoch: int = 0  # epochs finished
+    position: int = 0  # batches done in the current epoch
+    step: int = 0
+    train_seconds: float = 0.0  # without validation and checkpointing
+    evaluation_seconds: float = 0.0
+    checkpoint_seconds: float = 0.0
+    best_accuracy: float = 0.0
+    selection_seconds: List[float] = dataclasses.field(default_factory=list)
+    step_ms: List[float] = dataclasses.field(default_factory=list)  # steady steps of finished epochs
+    first_call_ms: List[float] = dataclasses.field(default_factory=list)  # compiling calls
+    history: List[Dict] = dataclasses.field(default_factory=list)
+    masks: List[List[int]] = dataclasses.field(default_factory=list)  # every selection, for the image
+    epoch_totals: Dict = dataclasses.field(default_factory=dict)  # the unfinished epoch's sums
+    sessions: int = 1
+    scheme: Dict = dataclasses.field(default_factory=dict)
+
+
+def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.data.Dataset,
+          steps_per_epoch: int, outputs: RunOutputs, profile: Optional[Dict] = None,
+          resume: bool = False, resume_command: str = "") -> Dict:
     """Train `model` with the scheme `config.train_type`; return the run's summary.
 
-    Wall time (`train_seconds`) counts everything a user waits for except validation: steps,
-    data, tensor selection (probe and DP) and compiling each new selection's step. Each epoch
-    ends with a test evaluation, TensorBoard scalars, a checkpoint of the last good weights
-    and, with save_model, the best weights.
+    Wall time (`train_seconds`) counts everything a user waits for except validation and
+    checkpoints: steps, data, tensor selection (probe and DP) and compiling each new selection's
+    step. Each epoch ends with a test evaluation, TensorBoard scalars, a checkpoint (also every
+    `checkpoint_every` steps) and, with save_model, the best weights. `train_data` is a
+    data.Epochs (reproducible order per epoch) or a tf.data.Dataset iterated every epoch. With
+    `resume`, training continues from the run's latest checkpoint; SIGINT or SIGTERM stops it
+    after the current step with a checkpoint, and the error names `resume_command`.
     """
     setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
                            steps_per_epoch * config.num_epochs)
+    setup.optimizer._create_all_weights(model.trainable_weights)  # slots exist, so checkpoints restore them
     steps = StepCache(model, setup.optimizer)
     context = Context(model, setup, config, steps_per_epoch, train_data, profile, steps)
+    epochs = context.train_data
     scheme: Scheme = SCHEMES[config.train_type](context)
     steps.penalty = scheme.penalty
     evaluate = make_evaluator(model)
-    outputs.save_config(config)
-    if not scheme.due(0):  # a fixed selection: show it once
-        outputs.selection_mask(0, scheme.mask)
-    step, train_seconds, selection_seconds, all_step_ms, first_call_ms = 0, 0.0, [], [], []
-    best_accuracy, checkpoint, evaluation_seconds, history = 0.0, None, 0.0, []
-    batch = None
-    for epoch in range(config.num_epochs):
-        epoch_start, epoch_ms, loss_sum, correct, seen = time.perf_counter(), [], 0.0, 0, 0
-        outside_ms, previous_end = [], time.perf_counter()  # data wait + bookkeeping between steps
-        bar = tqdm(train_data, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.num_epochs}",
-                   unit="step", dynamic_ncols=True, disable=None)  # no bar when not a terminal
-        for images, labels in bar:
-            if scheme.due(step):
+    checkpoints = RunCheckpoints(outputs.run_dir, model, setup.optimizer)
+    state = LoopState()
+    if resume:
+        saved = checkpoints.restore()
+        state = LoopState(**{k: v for k, v in saved.items() if k in LoopState.__dataclass_fields__})
+        state.sessions += 1
+        scheme.load_state(state.scheme)
+        outputs.resume(saved["saved_at"], state.masks)
+        logging.info("resuming %s at epoch %d, step %d (%.1f s of training so far)", config.run_name,
+                     state.epoch + 1, state.step, state.train_seconds)
+    else:
+        outputs.save_config(config)
+        if not scheme.due(0):  # a fixed selection: show it once
+            outputs.selection_mask(0, scheme.mask)
+            state.masks.append(scheme.mask.tolist())
+
+    def save_checkpoint() -> str:
+        start = time.perf_counter()
+        path = checkpoints.save(dataclasses.asdict(dataclasses.replace(state, scheme=scheme.state())))
+        state.checkpoint_seconds += time.perf_counter() - start
+        return path
+
+    batch, last_good = None, None
+    with StopRequest() as stop:
+        while state.epoch < config.num_epochs:
+            epoch = state.epoch
+            totals = state.epoch_totals or {"loss_sum": 0.0, "correct": 0, "seen": 0, "step_ms": [], "outside_ms": []}
+            state.epoch_totals = totals
+            segment_start = previous_end = time.perf_counter()
+            base_seconds = state.train_seconds
+            bar = tqdm(epochs.epoch(epoch, skip=state.position), total=steps_per_epoch, initial=state.position,
+                       desc=f"epoch {epoch + 1}/{config.num_epochs}", unit="step", dynamic_ncols=True,
+                       disable=None)  # no bar when not a terminal
+            for images, labels in bar:
+                if scheme.due(state.step):
+                    start = time.perf_counter()
+                    info = scheme.reselect(state.step)
+                    state.selection_seconds.append(time.perf_counter() - start)
+                    outputs.scalars(state.step, {**info, "elastic/selection_overhead_ms": 1000 * state.selection_seconds[-1]})
+                    outputs.selection_mask(state.step, scheme.mask)
+                    state.masks.append(scheme.mask.tolist())
+                fresh = not steps.has(scheme.mask)  # its first call traces and compiles the step
+                trainer = steps.get(scheme.mask)
                 start = time.perf_counter()
-                info = scheme.reselect(step)
-                selection_seconds.append(time.perf_counter() - start)
-                outputs.scalars(step, {**info, "elastic/selection_overhead_ms": 1000 * selection_seconds[-1]})
-                outputs.selection_mask(step, scheme.mask)
-            fresh = not steps.has(scheme.mask)  # its first call traces and compiles the step
-            trainer = steps.get(scheme.mask)
-            start = time.perf_counter()
-            outside_ms.append((start - previous_end) * 1000)
-            loss, logits = trainer(images, labels)
-            loss_value = float(loss)  # also waits for the step to finish
-            step_ms = (time.perf_counter() - start) * 1000
-            if not math.isfinite(loss_value):
-                outputs.writer.flush()
-                kept = (f"the last good weights (end of epoch {epoch}) are kept in {checkpoint}"
-                        if checkpoint else "no epoch finished, so there is no checkpoint")
-                raise TrainingDiverged(f"the loss became {loss_value} at step {step + 1} (epoch "
-                                       f"{epoch + 1}); training stopped and {kept}. Try a lower "
-                                       f"--learning_rate.")
-            if fresh:
-                first_call_ms.append(step_ms)
-            else:
-                scheme.observe_step(step_ms)
-                epoch_ms.append(step_ms)
-            loss_sum += loss_value * len(labels)
-            correct += int(np.sum(np.argmax(logits.numpy(), axis=-1) == labels.numpy()))
-            seen += len(labels)
-            step += 1
-            batch = (images, labels)
-            bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{correct / seen:.3f}", refresh=False)
-            previous_end = time.perf_counter()
-        train_seconds += time.perf_counter() - epoch_start
-        all_step_ms += epoch_ms
-        evaluation_start = time.perf_counter()
-        metrics = evaluate(test_data)
-        evaluation_seconds += time.perf_counter() - evaluation_start
-        best_accuracy = max(best_accuracy, metrics["test/accuracy"])
-        if config.save_model and metrics["test/accuracy"] >= best_accuracy:
-            outputs.save_best(model)
-        checkpoint = outputs.checkpoint(model)
-        history.append({"epoch": epoch + 1, "train_seconds": train_seconds,
-                        "test_accuracy": metrics["test/accuracy"],
-                        "train_loss": loss_sum / max(seen, 1)})
-        outputs.scalars(step, {"train/accuracy": correct / max(seen, 1),
-                               "train/classification_loss": loss_sum / max(seen, 1),
-                               "train/learning_rate": float(setup.learning_rate(step)),
-                               "time/step_ms": float(np.median(epoch_ms)) if epoch_ms else 0.0,
-                               "time/between_steps_ms": float(np.median(outside_ms)) if outside_ms else 0.0,
-                               "time/compile_seconds": compile_seconds(first_call_ms, all_step_ms),
-                               "time/selection_seconds": sum(selection_seconds),
-                               "time/evaluation_seconds": evaluation_seconds,
-                               "time/train_seconds": train_seconds, **metrics})
-        logging.info("epoch %d/%d: test accuracy %.2f%% (best %.2f%%), %.1f s of training",
-                     epoch + 1, config.num_epochs, 100 * metrics["test/accuracy"], 100 * best_accuracy,
-                     train_seconds)
+                totals["outside_ms"].append((start - previous_end) * 1000)
+                loss, logits = trainer(images, labels)
+                loss_value = float(loss)  # also waits for the step to finish
+                step_ms = (time.perf_counter() - start) * 1000
+                if not math.isfinite(loss_value):
+                    outputs.writer.flush()
+                    kept = (f"the last good weights (end of epoch {epoch}) are kept in {last_good}"
+                            if last_good else "no epoch finished in this session, so no weights file was written")
+                    raise TrainingDiverged(f"the loss became {loss_value} at step {state.step + 1} (epoch "
+                                           f"{epoch + 1}); training stopped and {kept}. Try a lower "
+                                           f"--learning_rate.")
+                if fresh:
+                    state.first_call_ms.append(step_ms)
+                else:
+                    scheme.observe_step(step_ms)
+                    totals["step_ms"].append(step_ms)
+                totals["loss_sum"] += loss_value * len(labels)
+                totals["correct"] += int(np.sum(np.argmax(logits.numpy(), axis=-1) == labels.numpy()))
+                totals["seen"] += len(labels)
+                state.step += 1
+                state.position += 1
+                batch = (images, labels)
+                bar.set_postfix(loss=f"{totals['loss_sum'] / totals['seen']:.3f}",
+                                acc=f"{totals['correct'] / totals['seen']:.3f}", refresh=False)
+                state.train_seconds = base_seconds + time.perf_counter() - segment_start
+                periodic = config.checkpoint_every and state.step % config.checkpoint_every == 0
+                if (periodic or stop.signal_number) and state.position < steps_per_epoch:
+                    outputs.writer.flush()
+                    paused = time.perf_counter()
+                    path = save_checkpoint()
+                    if stop.signal_number:
+                        bar.close()
+                        raise RunInterrupted(
+                            f"stopped by {signal.Signals(stop.signal_number).name} at step {state.step} (epoch "
+                            f"{epoch + 1}, {state.position}/{steps_per_epoch}); checkpoint {path}. Continue "
+                            f"with: {resume_command}", stop.signal_number)
+                    segment_start += time.perf_counter() - paused  # checkpointing is not training time
+                previous_end = time.perf_counter()
+            bar.close()
+            state.step_ms += totals["step_ms"]
+            evaluation_start = time.perf_counter()
+            metrics = evaluate(test_data)
+            state.evaluation_seconds += time.perf_counter() - evaluation_start
+            state.best_accuracy = max(state.best_accuracy, metrics["test/accuracy"])
+            if config.save_model and metrics["test/accuracy"] >= state.best_accuracy:
+                outputs.save_best(model)
+            last_good = outputs.checkpoint(model)
+            seen = max(totals["seen"], 1)
+            state.history.append({"epoch": epoch + 1, "train_seconds": state.train_seconds,
+                                  "test_accuracy": metrics["test/accuracy"], "train_loss": totals["loss_sum"] / seen})
+            outputs.scalars(state.step, {
+                "train/accuracy": totals["correct"] / seen, "train/classification_loss": totals["loss_sum"] / seen,
+                "train/learning_rate": float(setup.learning_rate(state.step)),
+                "time/step_ms": float(np.median(totals["step_ms"])) if totals["step_ms"] else 0.0,
+                "time/between_steps_ms": float(np.median(totals["outside_ms"])) if totals["outside_ms"] else 0.0,
+                "time/compile_seconds": compile_seconds(state.first_call_ms, state.step_ms),
+                "time/selection_seconds": sum(state.selection_seconds),
+                "time/evaluation_seconds": state.evaluation_seconds,
+                "time/train_seconds": state.train_seconds, **metrics})
+            logging.info("epoch %d/%d: test accuracy %.2f%% (best %.2f%%), %.1f s of training",
+                         epoch + 1, config.num_epochs, 100 * metrics["test/accuracy"], 100 * state.best_accuracy,
+                         state.train_seconds)
+            state.epoch, state.position, state.epoch_totals = epoch + 1, 0, {}
+            save_checkpoint()
+            if stop.signal_number and state.epoch < config.num_epochs:
+                raise RunInterrupted(
+                    f"stopped by {signal.Signals(stop.signal_number).name} at the end of epoch {state.epoch}; "
+                    f"checkpoint written. Continue with: {resume_command}", stop.signal_number)
     reference = {}
-    if config.reference_steps and batch is not None and not scheme.mask.all():
+    if batch is None:  # resumed after the last epoch's checkpoint: time the reference on a fresh batch
+        batch = next(iter(epochs.epoch(0)))
+    if config.reference_steps and not scheme.mask.all():
         reference = measure_reference(steps, setup.optimizer, scheme.mask, batch, config.reference_steps)
-    return summarize(config, profile, best_accuracy, train_seconds, selection_seconds, all_step_ms,
-                     compile_seconds(first_call_ms, all_step_ms), evaluation_seconds, history, reference)
+    summary = summarize(config, profile, state.best_accuracy, state.train_seconds, state.selection_seconds,
+                        state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
+                        state.evaluation_seconds, state.history, reference)
+    summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions)
+    return summary
 
 
 def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:

@@ -70,7 +70,7 @@ def run_cli(main: Callable[[Optional[Sequence[str]]], int], argv: Optional[Seque
         return main(argv)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return getattr(error, "exit_code", 2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

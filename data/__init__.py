@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
 import tensorflow_datasets as tfds
@@ -144,6 +144,31 @@ def _decode_and_resize(image: tf.Tensor, input_size: int) -> tf.Tensor:
     return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
 
 
+def _examples(dataset_name: str, split: str, input_size: int, data_dir: Optional[str],
+              training: bool, seed: int) -> Tuple[tf.data.Dataset, int, bool]:
+    """Resized uint8 examples of a split (cached in memory when small), their count, and
+    whether they are cached."""
+    if split not in SPLITS:
+        raise UserError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    builder = prepare(dataset_name, data_dir)
+    dataset = builder.as_dataset(split=split, shuffle_files=training, as_supervised=True,
+                                 read_config=tfds.ReadConfig(shuffle_seed=seed))
+    examples = int(builder.info.splits[split].num_examples) if split in builder.info.splits else 0
+    # Resize before shuffling, so the shuffle buffer holds small uint8 images.
+    resize = lambda image, label: (_decode_and_resize(image, input_size), label)  # noqa: E731
+    dataset = dataset.map(resize, num_parallel_calls=tf.data.AUTOTUNE)
+    cached = 0 < examples * input_size * input_size * 3 <= _CACHE_LIMIT_BYTES
+    if cached:  # decode once, keep in memory, shuffle everything
+        dataset = dataset.cache()
+    return dataset, examples, cached
+
+
+def _finish(dataset: tf.data.Dataset, batch_size: int, training: bool) -> tf.data.Dataset:
+    dataset = dataset.batch(batch_size, drop_remainder=training)
+    to_float = lambda images, labels: (tf.cast(images, tf.float32), labels)  # noqa: E731
+    return dataset.map(to_float, num_parallel_calls=tf.data.AUTOTUNE)
+
+
 def load(dataset_name: str, split: str, batch_size: int, input_size: int,
          data_dir: Optional[str] = None, training: Optional[bool] = None,
          seed: int = 0) -> tf.data.Dataset:
@@ -159,27 +184,65 @@ def load(dataset_name: str, split: str, batch_size: int, input_size: int,
         training: shuffle every epoch and drop the last partial batch; default: split == "train".
         seed: shuffling seed (reproducible order of epochs).
     """
-    if split not in SPLITS:
-        raise UserError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
     if batch_size < 1:
         raise UserError(f"--batch_size must be at least 1, got {batch_size}")
     training = split == "train" if training is None else training
-    builder = prepare(dataset_name, data_dir)
-    dataset = builder.as_dataset(split=split, shuffle_files=training, as_supervised=True,
-                                 read_config=tfds.ReadConfig(shuffle_seed=seed))
-    examples = int(builder.info.splits[split].num_examples) if split in builder.info.splits else 0
-    # Resize before shuffling, so the shuffle buffer holds small uint8 images.
-    resize = lambda image, label: (_decode_and_resize(image, input_size), label)  # noqa: E731
-    dataset = dataset.map(resize, num_parallel_calls=tf.data.AUTOTUNE)
-    cached = 0 < examples * input_size * input_size * 3 <= _CACHE_LIMIT_BYTES
-    if cached:  # decode once, keep in memory, shuffle everything
-        dataset = dataset.cache()
+    dataset, examples, cached = _examples(dataset_name, split, input_size, data_dir, training, seed)
     if training:
         buffer = examples if cached else _SHUFFLE_BUFFER
         dataset = dataset.shuffle(max(buffer, 1), seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.batch(batch_size, drop_remainder=training)
-    to_float = lambda images, labels: (tf.cast(images, tf.float32), labels)  # noqa: E731
-    return dataset.map(to_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return _finish(dataset, batch_size, training).prefetch(tf.data.AUTOTUNE)
+
+
+PROBE_STREAMS = 1 << 20  # epoch numbers from here on are the importance probes' own streams
+
+
+class Epochs:
+    """Training batches in an order fixed by the seed and the epoch: epoch e is shuffled with
+    its own seed, so a run resumed mid-way sees exactly the batches an uninterrupted run would.
+
+    `epoch(e, skip)` is epoch e without its first `skip` batches; `probe(k, n)` gives n batches
+    of a stream of its own for the k-th importance evaluation (not taken from the epoch's).
+    """
+
+    def __init__(self, examples: tf.data.Dataset, batch_size: int, buffer: int, seed: int):
+        self.examples, self.batch_size, self.buffer, self.seed = examples, batch_size, max(buffer, 1), seed
+
+    def _shuffled(self, index: int) -> tf.data.Dataset:
+        seed = (self.seed * 1_000_003 + index) % (1 << 62)
+        shuffled = self.examples.shuffle(self.buffer, seed=seed, reshuffle_each_iteration=False)
+        return _finish(shuffled, self.batch_size, True)
+
+    def epoch(self, index: int, skip: int = 0) -> tf.data.Dataset:
+        return self._shuffled(index).skip(skip).prefetch(tf.data.AUTOTUNE)
+
+    def probe(self, index: int, batches: int) -> List:
+        return list(self._shuffled(PROBE_STREAMS + index).repeat().take(batches))
+
+
+class FixedEpochs:
+    """`Epochs` over a ready dataset (tests, other callers): every epoch iterates it again."""
+
+    def __init__(self, dataset: tf.data.Dataset):
+        self.dataset = dataset
+        self._probe = None
+
+    def epoch(self, index: int, skip: int = 0) -> tf.data.Dataset:
+        return self.dataset.skip(skip)
+
+    def probe(self, index: int, batches: int) -> List:
+        if self._probe is None:
+            self._probe = iter(self.dataset.repeat())
+        return [next(self._probe) for _ in range(batches)]
+
+
+def load_epochs(dataset_name: str, batch_size: int, input_size: int, data_dir: Optional[str] = None,
+                seed: int = 0) -> Epochs:
+    """The training split as `Epochs` (reproducible and resumable order)."""
+    if batch_size < 1:
+        raise UserError(f"--batch_size must be at least 1, got {batch_size}")
+    examples, count, cached = _examples(dataset_name, "train", input_size, data_dir, True, seed)
+    return Epochs(examples, batch_size, count if cached else _SHUFFLE_BUFFER, seed)
 
 
 def steps_per_epoch(dataset_name: str, batch_size: int, data_dir: Optional[str] = None) -> int:

@@ -31,3 +31,36 @@ def offline(monkeypatch):
         raise OSError("network is unreachable (simulated by the test)")
 
     monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+MAIN_BASE = ["--model_name", "mobilenetv2", "--dataset_name", "embedded_shapes", "--input_size", "32",
+             "--batch_size", "64", "--weights", "none", "--num_epochs", "1", "--learning_rate", "0.01"]
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory, tfds_dir):
+    """A working directory with a profile of mobilenetv2 at 32 px for the embedded task."""
+    import profiler
+
+    directory = tmp_path_factory.mktemp("run")
+    cwd = os.getcwd()
+    os.chdir(directory)
+    try:
+        assert profiler.main(["--model_name", "mobilenetv2", "--input_size", "32", "--num_classes", "64",
+                              "--batch_size", "64", "--num_iterations", "2", "--repeats", "3"]) == 0
+    finally:
+        os.chdir(cwd)
+    return directory
+
+
+def run_main(workdir, tfds_dir, *arguments) -> int:
+    """main.py in this process, in `workdir`, on the small embedded setup (MAIN_BASE)."""
+    import main
+    from utils import run_cli
+
+    cwd = os.getcwd()
+    os.chdir(workdir)
+    try:
+        return run_cli(main.main, MAIN_BASE + ["--data_dir", tfds_dir] + list(arguments))
+    finally:
+        os.chdir(cwd)

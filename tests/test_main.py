@@ -8,36 +8,7 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
 
-import main
-import profiler
-from utils import run_cli
-
-BASE = ["--model_name", "mobilenetv2", "--dataset_name", "embedded_shapes", "--input_size", "32",
-        "--batch_size", "64", "--weights", "none", "--num_epochs", "1", "--learning_rate", "0.01"]
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory, tfds_dir):
-    """A working directory with a profile of mobilenetv2 at 32 px for the embedded task."""
-    directory = tmp_path_factory.mktemp("run")
-    cwd = os.getcwd()
-    os.chdir(directory)
-    try:
-        assert profiler.main(["--model_name", "mobilenetv2", "--input_size", "32", "--num_classes", "64",
-                              "--batch_size", "64", "--num_iterations", "2", "--repeats", "3"]) == 0
-    finally:
-        os.chdir(cwd)
-    return directory
-
-
-def run(workdir, tfds_dir, *arguments) -> int:
-    cwd = os.getcwd()
-    os.chdir(workdir)
-    try:
-        return run_cli(main.main, BASE + ["--data_dir", tfds_dir] + list(arguments))
-    finally:
-        os.chdir(cwd)
-
+from conftest import run_main as run
 
 def _tags(run_dir: str):
     accumulator = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0, "images": 0})

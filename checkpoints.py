@@ -1,0 +1,94 @@
+"""Checkpoints of a training run: everything needed to continue it where it stopped.
+
+A checkpoint holds, in one `tf.train.Checkpoint` written atomically by a
+`tf.train.CheckpointManager` (the last few kept): the model's variables (weights, BatchNorm
+statistics, augmentation RNG states), the optimizer's (slots and iterations, hence where the
+learning-rate and weight-decay schedules are) and the loop's state as JSON (epoch, position in
+the epoch, global step, best accuracy, wall time so far, the scheme's state such as the elastic
+selection and its closed-loop correction, the history). The data order needs no state: epoch e
+is shuffled with its own seed (data.Epochs), so a resumed run skips to its position.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from typing import Dict, List, Mapping, Sequence
+
+import tensorflow as tf
+
+from utils import UserError
+
+STATE_VERSION = 1
+KEEP = 2  # checkpoints kept per run while it trains (the newest, and one to fall back on)
+# Flags that define a run: resuming with any of them changed would silently make another run.
+ESSENTIAL_FLAGS = ("model_name", "dataset_name", "train_type", "input_size", "batch_size", "num_classes",
+                   "optimizer", "learning_rate", "weight_decay", "num_epochs", "interval", "rho", "rho_mode",
+                   "bn_mode", "seed", "weights", "probe_batches", "recalibrate", "data_dir")
+
+
+def config_differences(saved: Mapping, current: Mapping) -> List[str]:
+    """Each essential flag whose value differs between a run's saved config and a new one."""
+    return [f"--{flag} was {saved.get(flag)!r}, now {current.get(flag)!r}"
+            for flag in ESSENTIAL_FLAGS if saved.get(flag) != current.get(flag)]
+
+
+def checkpoint_dir(run_dir: str) -> str:
+    return os.path.join(run_dir, "checkpoints")
+
+
+def has_checkpoint(run_dir: str) -> bool:
+    return tf.train.latest_checkpoint(checkpoint_dir(run_dir)) is not None
+
+
+def discard(run_dir: str) -> None:
+    """Remove a finished run's checkpoints (its summary and weights files stay): nothing is left
+    to resume, and a ResNet50 run's would take hundreds of MB."""
+    shutil.rmtree(checkpoint_dir(run_dir), ignore_errors=True)
+
+
+class RunCheckpoints:
+    """Saves and restores one run's model, optimizer and loop state."""
+
+    def __init__(self, run_dir: str, model: tf.keras.Model, optimizer, keep: int = KEEP):
+        self.directory = checkpoint_dir(run_dir)
+        self._state = tf.Variable("", dtype=tf.string, trainable=False, name="loop_state")
+        self._checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, loop_state=self._state)
+        self._manager = tf.train.CheckpointManager(self._checkpoint, self.directory, max_to_keep=keep)
+
+    def save(self, state: Dict) -> str:
+        """Write a checkpoint of the current variables and `state` (JSON-able); its path."""
+        state = dict(state, version=STATE_VERSION, saved_at=time.time())
+        self._state.assign(json.dumps(state))
+        try:
+            return self._manager.save(checkpoint_number=int(state["step"]))
+        except (tf.errors.OpError, OSError) as error:
+            raise UserError(f"cannot write a checkpoint to {self.directory} ({error}); free some "
+                            f"space or choose another --logdir. The previous checkpoints are intact.") from None
+
+    def restore(self) -> Dict:
+        """Restore the newest checkpoint that reads back whole (falling back to older ones, with
+        a warning naming the bad one); its loop state."""
+        paths: Sequence[str] = list(reversed(self._manager.checkpoints))
+        if not paths:
+            raise UserError(f"no checkpoint in {self.directory}: the run stopped before its first one; "
+                            f"start it again without --resume")
+        problems = []
+        for path in paths:
+            try:
+                self._checkpoint.restore(path).assert_existing_objects_matched()
+                state = json.loads(self._state.numpy().decode("utf-8"))
+                if state.get("version") != STATE_VERSION:
+                    raise ValueError(f"state version {state.get('version')}, expected {STATE_VERSION}")
+            except (tf.errors.OpError, ValueError, AssertionError, KeyError, IndexError) as error:
+                first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                problems.append(f"{os.path.basename(path)}: {first_line[:200]}")
+                continue
+            if problems:
+                logging.warning("checkpoint %s is unusable (%s); resuming from the older %s",
+                                problems[0].split(":")[0], problems[0].split(": ", 1)[-1], os.path.basename(path))
+            return state
+        raise UserError(f"no usable checkpoint in {self.directory} (corrupt, truncated, or of another "
+                        f"model): {'; '.join(problems)}. Start the run again without --resume")

@@ -1,0 +1,179 @@
+"""Runs that survive: checkpoints, --resume, signals, and reproducible data order."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import checkpoints
+import data
+import train
+from conftest import MAIN_BASE, run_main
+from run_outputs import RunOutputs, truncate_events
+from test_train import config, tiny_data, tiny_model, tiny_profile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def steps_of(run_dir: str, tag: str):
+    from tensorboard.backend.event_processing import event_accumulator
+
+    accumulator = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0})
+    accumulator.Reload()
+    return [event.step for event in accumulator.Tensors(tag)]
+
+
+def test_epochs_have_a_fixed_order_per_seed_and_epoch(tfds_dir):
+    def labels(dataset):
+        return np.concatenate([y.numpy() for _, y in dataset])
+
+    first, again = (data.load_epochs("embedded_shapes", 64, 32, tfds_dir, seed=3) for _ in range(2))
+    assert np.array_equal(labels(first.epoch(1)), labels(again.epoch(1)))
+    assert not np.array_equal(labels(first.epoch(0)), labels(first.epoch(1)))
+    assert np.array_equal(labels(first.epoch(1, skip=5)), labels(first.epoch(1))[5 * 64:])
+    probe = first.probe(2, 2)
+    assert len(probe) == 2 and np.array_equal(probe[1][1].numpy(), again.probe(2, 2)[1][1].numpy())
+
+
+class SignalAt:
+    """Batches of tiny_data; sends `signum` to this process while serving batch `at` of epoch 0."""
+
+    def __init__(self, at: int, signum: int = signal.SIGINT):
+        self.at, self.signum, self.dataset = at, signum, tiny_data()
+
+    def epoch(self, index, skip=0):
+        for position, batch in enumerate(self.dataset.skip(skip), start=skip):
+            if index == 0 and position == self.at:
+                os.kill(os.getpid(), self.signum)
+            yield batch
+
+    def probe(self, index, batches):
+        return list(self.dataset.take(batches))
+
+
+def elastic_run(tmp_path, epochs: int):
+    """A tiny model, an elastic config re-selecting every 2 steps, and the run's outputs."""
+    tf.keras.utils.set_random_seed(0)
+    run_config = config(train_type="elastic_training", num_epochs=epochs, interval=0.5, logdir=str(tmp_path),
+                        reference_steps=0)
+    return tiny_model(), run_config, RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+
+
+def test_sigint_stops_with_a_checkpoint_and_the_run_resumes_to_the_end(tmp_path):
+    model, run_config, outputs = elastic_run(tmp_path, 3)
+    with pytest.raises(train.RunInterrupted) as stopped:
+        train.train(run_config, model, SignalAt(2), tiny_data(), 4, outputs, tiny_profile(model),
+                    resume_command="python main.py ... --resume")
+    assert stopped.value.exit_code == 130 and "Continue with: python main.py ... --resume" in str(stopped.value)
+    assert "step 3 (epoch 1, 3/4)" in str(stopped.value)  # the current step finished first
+    weights = [w.numpy() for w in model.trainable_weights]
+
+    resumed_model = tiny_model()
+    outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+    summary = train.train(run_config, resumed_model, SignalAt(-1), tiny_data(), 4, outputs,
+                          tiny_profile(resumed_model), resume=True)
+    assert [entry["epoch"] for entry in summary["history"]] == [1, 2, 3] and summary["sessions"] == 2
+    assert not all(np.array_equal(a, b.numpy()) for a, b in zip(weights, resumed_model.trainable_weights))
+    outputs.writer.flush()
+    assert steps_of(outputs.run_dir, "test/accuracy") == [4, 8, 12]  # no step twice, none missing
+    assert steps_of(outputs.run_dir, "elastic/selected_fraction") == [0, 2, 4, 6, 8, 10]
+
+
+def test_a_resumed_run_restores_weights_optimizer_and_scheme_exactly(tmp_path):
+    model, run_config, outputs = elastic_run(tmp_path, 2)
+    train.train(run_config, model, tiny_data(), tiny_data(), 4, outputs, tiny_profile(model))
+    fresh = tiny_model()
+    setup = train.make_optimizer("sgd", 0.05, 5e-4, 8)
+    setup.optimizer._create_all_weights(fresh.trainable_weights)
+    state = checkpoints.RunCheckpoints(outputs.run_dir, fresh, setup.optimizer).restore()
+    assert state["step"] == 8 and state["epoch"] == 2 and len(state["scheme"]["mask"]) == len(model.trainable_weights)
+    assert state["scheme"]["selections"] == 4
+    for saved, restored in zip(model.variables, fresh.variables):
+        np.testing.assert_array_equal(saved.numpy(), restored.numpy())
+    assert int(setup.optimizer.iterations) > 0
+    momentum = [setup.optimizer.get_slot(w, "momentum").numpy() for w in fresh.trainable_weights]
+    assert any(np.any(m != 0) for m in momentum)
+
+
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, caplog):
+    model = tiny_model()
+    outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+    train.train(config(num_epochs=2, logdir=str(tmp_path), reference_steps=0), model, tiny_data(), tiny_data(), 4, outputs)
+    directory = checkpoints.checkpoint_dir(outputs.run_dir)
+    newest = tf.train.latest_checkpoint(directory)
+    assert newest.endswith("ckpt-8")
+    for path in tf.io.gfile.glob(newest + ".data-*"):
+        with open(path, "r+b") as handle:
+            handle.truncate(10)
+    optimizer = train.make_optimizer("sgd", 0.05, 5e-4, 8).optimizer
+    optimizer._create_all_weights(model.trainable_weights)
+    state = checkpoints.RunCheckpoints(outputs.run_dir, model, optimizer).restore()
+    assert state["step"] == 4 and "ckpt-8 is unusable" in caplog.text
+    for path in tf.io.gfile.glob(os.path.join(directory, "ckpt-4.data-*")):
+        os.remove(path)
+    with pytest.raises(train.UserError, match="no usable checkpoint .*ckpt-8.*ckpt-4"):
+        checkpoints.RunCheckpoints(outputs.run_dir, model, optimizer).restore()
+
+
+def test_events_after_the_checkpoint_are_dropped_once(tmp_path):
+    outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+    outputs.scalars(1, {"a": 1.0})
+    outputs.scalars(2, {"a": 2.0})
+    cut = time.time()
+    time.sleep(0.05)
+    outputs.scalars(3, {"a": 3.0})
+    outputs.writer.close()
+    assert truncate_events(outputs.run_dir, cut) == 1
+    assert steps_of(outputs.run_dir, "a") == [1, 2]
+    assert truncate_events(outputs.run_dir, cut) == 0
+
+
+def test_config_differences_name_each_changed_flag():
+    saved = dict(model_name="resnet50", rho=0.5, batch_size=4, logdir="a")
+    assert checkpoints.config_differences(saved, dict(saved, rho=0.4, batch_size=8, logdir="b")) == [
+        "--batch_size was 4, now 8", "--rho was 0.5, now 0.4"]
+
+
+def test_resume_refuses_other_flags_and_needs_a_run(workdir, tfds_dir, capsys):
+    assert run_main(workdir, tfds_dir, "--train_type", "traditional_tl_training", "--run_name", "r1") == 0
+    assert not os.path.exists(workdir / "logs" / "r1" / "checkpoints")  # a finished run keeps none
+    assert run_main(workdir, tfds_dir, "--train_type", "traditional_tl_training", "--run_name", "r1",
+                    "--resume") == 0
+    assert "already finished" in capsys.readouterr().out
+    assert run_main(workdir, tfds_dir, "--train_type", "traditional_tl_training", "--run_name", "r1", "--resume",
+                    "--learning_rate", "0.02", "--seed", "4") == 2
+    error = capsys.readouterr().err
+    assert "--learning_rate was 0.01, now 0.02" in error and "--seed was 0, now 4" in error
+    assert run_main(workdir, tfds_dir, "--run_name", "nothing", "--resume") == 2
+    error = capsys.readouterr().err
+    assert "there is no run 'nothing'" in error and "r1" in error and "Traceback" not in error
+
+
+def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
+    """The issue's scenario on a small model: kill -9 after a mid-epoch checkpoint, then --resume."""
+    arguments = MAIN_BASE[:-4] + ["--num_epochs", "3", "--learning_rate", "0.01", "--data_dir", tfds_dir,
+                                  "--train_type", "elastic_training", "--rho", "0.6", "--interval", "0.5",
+                                  "--checkpoint_every", "15", "--reference_steps", "0", "--run_name", "killed"]
+    run_dir = workdir / "logs" / "killed"
+    process = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"), *arguments], cwd=workdir,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not (checkpoints.has_checkpoint(str(run_dir)) and
+               int(tf.train.latest_checkpoint(checkpoints.checkpoint_dir(str(run_dir))).split("-")[-1]) >= 45):
+        assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (run_dir / "summary.json").exists()
+    assert run_main(workdir, tfds_dir, *arguments[len(MAIN_BASE) - 4:], "--resume") == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [entry["epoch"] for entry in summary["history"]] == [1, 2, 3] and summary["sessions"] == 2
+    assert steps_of(str(run_dir), "test/accuracy") == [40, 80, 120]
+    assert steps_of(str(run_dir), "elastic/selected_fraction") == list(range(0, 120, 20))
