@@ -10,6 +10,7 @@ is shuffled with its own seed (data.Epochs), so a resumed run skips to its posit
 """
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
@@ -39,8 +40,19 @@ def checkpoint_dir(run_dir: str) -> str:
     return os.path.join(run_dir, "checkpoints")
 
 
+def checkpoint_paths(directory: str) -> List[str]:
+    """Checkpoint prefixes in `directory`, newest first, from the files themselves (a damaged
+    'checkpoint' state file hides none of them)."""
+    numbered = []
+    for index in glob.glob(os.path.join(directory, "ckpt-*.index")):
+        suffix = os.path.basename(index)[len("ckpt-"):-len(".index")]
+        if suffix.isdigit():
+            numbered.append((int(suffix), index[:-len(".index")]))
+    return [path for _, path in sorted(numbered, reverse=True)]
+
+
 def has_checkpoint(run_dir: str) -> bool:
-    return tf.train.latest_checkpoint(checkpoint_dir(run_dir)) is not None
+    return bool(checkpoint_paths(checkpoint_dir(run_dir)))
 
 
 def discard(run_dir: str) -> None:
@@ -56,6 +68,7 @@ class RunCheckpoints:
         self.directory = checkpoint_dir(run_dir)
         self._state = tf.Variable("", dtype=tf.string, trainable=False, name="loop_state")
         self._checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, loop_state=self._state)
+        self._keep = keep
         self._manager = tf.train.CheckpointManager(self._checkpoint, self.directory, max_to_keep=keep)
 
     def save(self, state: Dict) -> str:
@@ -71,7 +84,7 @@ class RunCheckpoints:
     def restore(self) -> Dict:
         """Restore the newest checkpoint that reads back whole (falling back to older ones, with
         a warning naming the bad one); its loop state."""
-        paths: Sequence[str] = list(reversed(self._manager.checkpoints))
+        paths: Sequence[str] = checkpoint_paths(self.directory)
         if not paths:
             raise UserError(f"no checkpoint in {self.directory}: the run stopped before its first one; "
                             f"start it again without --resume")
@@ -89,6 +102,18 @@ class RunCheckpoints:
             if problems:
                 logging.warning("checkpoint %s is unusable (%s); resuming from the older %s",
                                 problems[0].split(":")[0], problems[0].split(": ", 1)[-1], os.path.basename(path))
+                self._forget_newer_than(path)
             return state
         raise UserError(f"no usable checkpoint in {self.directory} (corrupt, truncated, or of another "
                         f"model): {'; '.join(problems)}. Start the run again without --resume")
+
+    def _forget_newer_than(self, path: str) -> None:
+        """Delete the unusable checkpoints newer than `path` and make `path` the latest, so the
+        next save keeps it instead of rotating it out in favour of a broken one."""
+        for newer in checkpoint_paths(self.directory):
+            if newer == path:
+                break
+            for file in glob.glob(newer + ".*"):
+                os.remove(file)
+        tf.compat.v1.train.update_checkpoint_state(self.directory, path, all_model_checkpoint_paths=[path])
+        self._manager = tf.train.CheckpointManager(self._checkpoint, self.directory, max_to_keep=self._keep)

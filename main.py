@@ -14,6 +14,7 @@ import dataclasses  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
+import re  # noqa: E402
 import shlex  # noqa: E402
 import sys  # noqa: E402
 from typing import Optional, Sequence  # noqa: E402
@@ -100,6 +101,15 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def requested_run_name(args: argparse.Namespace) -> str:
+    """--run_name, or the default <model>_<dataset>_<train_type>[_rho<rho>[_paper]][_bntrain]."""
+    elastic = SCHEMES[args.train_type].needs_profile
+    return args.run_name or "_".join(
+        [args.model_name, args.dataset_name, args.train_type]
+        + ([f"rho{args.rho:g}"] + (["paper"] if args.rho_mode == "paper" else []) if elastic else [])
+        + (["bntrain"] if args.bn_mode == "train" else []))
+
+
 def resolve_config(args: argparse.Namespace) -> TrainConfig:
     """Check the flags and fill in what depends on others; UserError for bad combinations."""
     if not 0 < args.rho <= 1:
@@ -116,11 +126,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         raise UserError("--checkpoint_every must be 0 (epoch ends only) or a number of steps")
     models.check_input_size(args.model_name, args.input_size)
     num_classes = data.resolve_num_classes(args.dataset_name, args.num_classes, args.data_dir)
-    elastic = SCHEMES[args.train_type].needs_profile
-    run_name = args.run_name or "_".join(
-        [args.model_name, args.dataset_name, args.train_type]
-        + ([f"rho{args.rho:g}"] + (["paper"] if args.rho_mode == "paper" else []) if elastic else [])
-        + (["bntrain"] if args.bn_mode == "train" else []))
+    run_name = requested_run_name(args)
     profile = args.profile or os.path.join("profile_extracted", profile_tables.profile_name(
         args.model_name, args.input_size, num_classes, args.batch_size, args.bn_mode) + ".json")
     if args.model_name == "vit" and args.optimizer == "sgd":
@@ -155,6 +161,13 @@ def check_resumable(config: TrainConfig) -> Optional[dict]:
                         f"{'; '.join(differences)}. Resume it with its own flags, or start a new run "
                         f"without --resume")
     if os.path.exists(os.path.join(run_dir, "summary.json")):
+        unfinished = sorted(name for name in os.listdir(config.logdir)
+                            if re.fullmatch(re.escape(config.run_name) + r"_\d+", name)
+                            and checkpoints.has_checkpoint(os.path.join(config.logdir, name))
+                            and not os.path.exists(os.path.join(config.logdir, name, "summary.json")))
+        if unfinished:
+            raise UserError(f"--resume: run {config.run_name!r} has finished, but {', '.join(unfinished)} "
+                            f"did not: name the one to continue with --run_name")
         return read_json(os.path.join(run_dir, "summary.json"), "the run's summary")
     if not checkpoints.has_checkpoint(run_dir):
         raise UserError(f"--resume: run {config.run_name!r} has no checkpoint (it stopped before the end of "
@@ -216,9 +229,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"run {config.run_name} has already finished; nothing to resume")
             report(finished, None)
             return 0
-    elif config.run_name != (args.run_name or config.run_name):
-        logging.info("logs of run %s exist; this run is %s (pass --resume to continue the other)",
-                     args.run_name, config.run_name)
+    elif config.run_name != requested_run_name(args):
+        logging.info("logs of run %s exist; this run is %s (pass --resume to continue that one)",
+                     requested_run_name(args), config.run_name)
     tf.keras.utils.set_random_seed(config.seed)
     model = models.build_model(config.model_name, config.num_classes, config.input_size, config.weights,
                                config.bn_mode)

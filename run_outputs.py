@@ -40,16 +40,26 @@ class RunOutputs:
         self.logdir, self.run_name = logdir, run_name
         self._weights_tags = dict(model_name=model_name, num_classes=num_classes, input_size=input_size)
         ensure_writable_dir(self.run_dir, "--logdir")
-        self.writer = tf.summary.create_file_writer(self.run_dir)
+        self._writer = None
         self._masks: List[np.ndarray] = []
 
-    def resume(self, saved_at: float, masks: List[List[int]]) -> int:
-        """Continue a run's events from a checkpoint written at `saved_at` (epoch seconds): events
-        written after it (the lost part of the interrupted session) are removed, so curves go on
-        with no step twice; the mask image continues from `masks`. Returns the events removed."""
-        self.writer.close()
-        removed = truncate_events(self.run_dir, saved_at)
-        self.writer = tf.summary.create_file_writer(self.run_dir)
+    @property
+    def writer(self):
+        """The run's TensorBoard writer, opened on first use (an error before that leaves no new
+        event file behind)."""
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(self.run_dir)
+        return self._writer
+
+    def resume(self, saved_at: float, step: int, masks: List[List[int]]) -> int:
+        """Continue a run's events from a checkpoint written at `saved_at` (epoch seconds) after
+        `step`: events written after it (the lost part of the interrupted session) are removed, so
+        curves go on with no step twice; the mask image continues from `masks`. Returns the
+        events removed."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        removed = truncate_events(self.run_dir, saved_at, step)
         self._masks = [np.asarray(mask, dtype=np.float32) for mask in masks]
         return removed
 
@@ -99,8 +109,9 @@ class RunOutputs:
         return path
 
 
-def truncate_events(run_dir: str, until: float) -> int:
-    """Keep only the events of `run_dir` written at or before `until` (wall time): rewrite them
+def truncate_events(run_dir: str, until: float, last_step: Optional[int] = None) -> int:
+    """Keep only the events of `run_dir` written at or before `until` (wall time) and, when
+    given, at steps up to `last_step` (a guard should the clock have stepped back): rewrite them
     into one file (atomically) in place of the old ones. A record cut short by a crash ends its
     file. Returns how many events were dropped."""
     from tensorboard.compat.proto import event_pb2
@@ -111,7 +122,8 @@ def truncate_events(run_dir: str, until: float) -> int:
         try:
             for record in tf.data.TFRecordDataset(path):
                 raw = record.numpy()
-                if event_pb2.Event.FromString(raw).wall_time <= until:
+                event = event_pb2.Event.FromString(raw)
+                if event.wall_time <= until and (last_step is None or event.step <= last_step):
                     kept.append(raw)
                 else:
                     dropped += 1

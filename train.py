@@ -366,14 +366,17 @@ class ElasticTraining(Scheme):
         self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
         self._head = classifier_mask(context.model)
         self.selections = 0
+        self.probe_position = 0  # batches of the probe stream used so far
 
     def initial_mask(self, model):
         return classifier_mask(model)
 
     def probe_batches(self) -> List:
-        """The batches of the next importance evaluation: a stream of their own per selection
-        (reproducible, and the same after a resume)."""
-        return self.context.train_data.probe(self.selections, self.context.config.probe_batches)
+        """The next batches of the probes' own stream (reproducible, and the same after a resume)."""
+        count = self.context.config.probe_batches
+        batches = self.context.train_data.probe(self.probe_position, count)
+        self.probe_position += count
+        return batches
 
     def importance(self) -> np.ndarray:
         return self.probe.loss_change(self.probe_batches())
@@ -402,11 +405,12 @@ class ElasticTraining(Scheme):
         return info
 
     def state(self) -> Dict:
-        return {**super().state(), "selections": self.selections, "controller": self.controller.state()}
+        return {**super().state(), "selections": self.selections, "probe_position": self.probe_position,
+                "controller": self.controller.state()}
 
     def load_state(self, state: Dict) -> None:
         super().load_state(state)
-        self.selections = state["selections"]
+        self.selections, self.probe_position = state["selections"], state["probe_position"]
         self.controller.load_state(state["controller"])
 
     def _recalibrate(self) -> Dict[str, float]:
@@ -618,7 +622,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
         state = LoopState(**{k: v for k, v in saved.items() if k in LoopState.__dataclass_fields__})
         state.sessions += 1
         scheme.load_state(state.scheme)
-        outputs.resume(saved["saved_at"], state.masks)
+        outputs.resume(saved["saved_at"], state.step, state.masks)
         logging.info("resuming %s at epoch %d, step %d (%.1f s of training so far)", config.run_name,
                      state.epoch + 1, state.step, state.train_seconds)
     else:
@@ -633,7 +637,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
         state.checkpoint_seconds += time.perf_counter() - start
         return path
 
-    batch, last_good = None, None
+    batch = None
     with StopRequest() as stop:
         while state.epoch < config.num_epochs:
             epoch = state.epoch
@@ -661,8 +665,9 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
                 step_ms = (time.perf_counter() - start) * 1000
                 if not math.isfinite(loss_value):
                     outputs.writer.flush()
+                    last_good = os.path.join(outputs.run_dir, "last_good.h5")
                     kept = (f"the last good weights (end of epoch {epoch}) are kept in {last_good}"
-                            if last_good else "no epoch finished in this session, so no weights file was written")
+                            if epoch and os.path.exists(last_good) else "no epoch finished, so there are no weights to keep")
                     raise TrainingDiverged(f"the loss became {loss_value} at step {state.step + 1} (epoch "
                                            f"{epoch + 1}); training stopped and {kept}. Try a lower "
                                            f"--learning_rate.")
@@ -680,8 +685,9 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
                 bar.set_postfix(loss=f"{totals['loss_sum'] / totals['seen']:.3f}",
                                 acc=f"{totals['correct'] / totals['seen']:.3f}", refresh=False)
                 state.train_seconds = base_seconds + time.perf_counter() - segment_start
-                periodic = config.checkpoint_every and state.step % config.checkpoint_every == 0
-                if (periodic or stop.signal_number) and state.position < steps_per_epoch:
+                periodic = (config.checkpoint_every and state.step % config.checkpoint_every == 0
+                            and state.position < steps_per_epoch)  # the epoch's end has its own
+                if periodic or stop.signal_number:  # on a signal, before the epoch's evaluation
                     outputs.writer.flush()
                     paused = time.perf_counter()
                     path = save_checkpoint()
@@ -693,6 +699,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
                             f"with: {resume_command}", stop.signal_number)
                     segment_start += time.perf_counter() - paused  # checkpointing is not training time
                 previous_end = time.perf_counter()
+            state.train_seconds = base_seconds + time.perf_counter() - segment_start  # with the epoch's tail
             bar.close()
             state.step_ms += totals["step_ms"]
             evaluation_start = time.perf_counter()
@@ -701,7 +708,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
             state.best_accuracy = max(state.best_accuracy, metrics["test/accuracy"])
             if config.save_model and metrics["test/accuracy"] >= state.best_accuracy:
                 outputs.save_best(model)
-            last_good = outputs.checkpoint(model)
+            outputs.checkpoint(model)
             seen = max(totals["seen"], 1)
             state.history.append({"epoch": epoch + 1, "train_seconds": state.train_seconds,
                                   "test_accuracy": metrics["test/accuracy"], "train_loss": totals["loss_sum"] / seen})

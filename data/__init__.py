@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 import tensorflow_datasets as tfds
@@ -82,6 +82,12 @@ def _builder(dataset_name: str, data_dir: Optional[str]) -> tfds.core.DatasetBui
         if missing:
             raise UserError(f"--data_dir {data_dir} has no {' or '.join(missing)} folder; "
                             f"expected ROOT/train/<class>/<image> and ROOT/test/<class>/<image>")
+        empty = [f"{split}/{name}" for split in SPLITS for name in sorted(os.listdir(os.path.join(data_dir, split)))
+                 if os.path.isdir(os.path.join(data_dir, split, name))
+                 and not os.listdir(os.path.join(data_dir, split, name))]
+        if empty:
+            raise UserError(f"--data_dir {data_dir}: the class folder(s) {', '.join(empty[:5])} hold no images; "
+                            f"add images to every class folder or remove the empty ones")
         return tfds.folder_dataset.ImageFolder(data_dir)
     return tfds.builder(spec.tfds_name, data_dir=data_dir)
 
@@ -145,14 +151,17 @@ def _decode_and_resize(image: tf.Tensor, input_size: int) -> tf.Tensor:
 
 
 def _examples(dataset_name: str, split: str, input_size: int, data_dir: Optional[str],
-              training: bool, seed: int) -> Tuple[tf.data.Dataset, int, bool]:
+              training: bool, seed: int, same_file_order: bool = False) -> Tuple[tf.data.Dataset, int, bool]:
     """Resized uint8 examples of a split (cached in memory when small), their count, and
-    whether they are cached."""
+    whether they are cached. `same_file_order`: every iteration reads the files in the same
+    (seeded) order, so the order of examples depends on the seed only, not on how many
+    iterations came before in this process."""
     if split not in SPLITS:
         raise UserError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
     builder = prepare(dataset_name, data_dir)
     dataset = builder.as_dataset(split=split, shuffle_files=training, as_supervised=True,
-                                 read_config=tfds.ReadConfig(shuffle_seed=seed))
+                                 read_config=tfds.ReadConfig(shuffle_seed=seed,
+                                                             shuffle_reshuffle_each_iteration=not same_file_order))
     examples = int(builder.info.splits[split].num_examples) if split in builder.info.splits else 0
     # Resize before shuffling, so the shuffle buffer holds small uint8 images.
     resize = lambda image, label: (_decode_and_resize(image, input_size), label)  # noqa: E731
@@ -194,19 +203,36 @@ def load(dataset_name: str, split: str, batch_size: int, input_size: int,
     return _finish(dataset, batch_size, training).prefetch(tf.data.AUTOTUNE)
 
 
-PROBE_STREAMS = 1 << 20  # epoch numbers from here on are the importance probes' own streams
+PROBE_STREAM = 1 << 20  # the epoch number whose shuffling seeds the importance probes' stream
+
+
+class _ProbeStream:
+    """Batches drawn one after another from an endless stream; `take(start, n)` returns batches
+    start .. start+n-1 of it (re-positioning only when asked for another start, e.g. after a
+    resume), so a run's probes are the same whether or not it was interrupted."""
+
+    def __init__(self, make: Callable[[], tf.data.Dataset]):
+        self._make, self._iterator, self._position = make, None, 0
+
+    def take(self, start: int, count: int) -> List:
+        if self._iterator is None or start != self._position:
+            self._iterator, self._position = iter(self._make().repeat().skip(start)), start
+        batches = [next(self._iterator) for _ in range(count)]
+        self._position += count
+        return batches
 
 
 class Epochs:
     """Training batches in an order fixed by the seed and the epoch: epoch e is shuffled with
     its own seed, so a run resumed mid-way sees exactly the batches an uninterrupted run would.
 
-    `epoch(e, skip)` is epoch e without its first `skip` batches; `probe(k, n)` gives n batches
-    of a stream of its own for the k-th importance evaluation (not taken from the epoch's).
+    `epoch(e, skip)` is epoch e without its first `skip` batches; `probe(start, n)` gives batches
+    start .. start+n-1 of the importance probes' own stream (not taken from the epochs').
     """
 
     def __init__(self, examples: tf.data.Dataset, batch_size: int, buffer: int, seed: int):
         self.examples, self.batch_size, self.buffer, self.seed = examples, batch_size, max(buffer, 1), seed
+        self._probes = _ProbeStream(lambda: self._shuffled(PROBE_STREAM))
 
     def _shuffled(self, index: int) -> tf.data.Dataset:
         seed = (self.seed * 1_000_003 + index) % (1 << 62)
@@ -216,8 +242,8 @@ class Epochs:
     def epoch(self, index: int, skip: int = 0) -> tf.data.Dataset:
         return self._shuffled(index).skip(skip).prefetch(tf.data.AUTOTUNE)
 
-    def probe(self, index: int, batches: int) -> List:
-        return list(self._shuffled(PROBE_STREAMS + index).repeat().take(batches))
+    def probe(self, start: int, batches: int) -> List:
+        return self._probes.take(start, batches)
 
 
 class FixedEpochs:
@@ -225,15 +251,13 @@ class FixedEpochs:
 
     def __init__(self, dataset: tf.data.Dataset):
         self.dataset = dataset
-        self._probe = None
+        self._probes = _ProbeStream(lambda: dataset)
 
     def epoch(self, index: int, skip: int = 0) -> tf.data.Dataset:
         return self.dataset.skip(skip)
 
-    def probe(self, index: int, batches: int) -> List:
-        if self._probe is None:
-            self._probe = iter(self.dataset.repeat())
-        return [next(self._probe) for _ in range(batches)]
+    def probe(self, start: int, batches: int) -> List:
+        return self._probes.take(start, batches)
 
 
 def load_epochs(dataset_name: str, batch_size: int, input_size: int, data_dir: Optional[str] = None,
@@ -241,7 +265,8 @@ def load_epochs(dataset_name: str, batch_size: int, input_size: int, data_dir: O
     """The training split as `Epochs` (reproducible and resumable order)."""
     if batch_size < 1:
         raise UserError(f"--batch_size must be at least 1, got {batch_size}")
-    examples, count, cached = _examples(dataset_name, "train", input_size, data_dir, True, seed)
+    examples, count, cached = _examples(dataset_name, "train", input_size, data_dir, True, seed,
+                                        same_file_order=True)
     return Epochs(examples, batch_size, count if cached else _SHUFFLE_BUFFER, seed)
 
 

@@ -24,6 +24,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -198,9 +199,13 @@ class Setting:
                         "--run_name", self.run_name(experiment)]
 
 
-def setting(proxy: bool, logdir: Optional[str]) -> Setting:
+def setting(proxy: bool, logdir: Optional[str], device: str = "") -> Setting:
+    """A setting's runs live in logs/figures/<setting>[_<device>] unless `logdir` says otherwise;
+    figures get the same prefix (proxy_, <device>_)."""
     name = "proxy" if proxy else "paper"
-    return Setting(name, logdir or os.path.join("logs", "figures", name), "proxy_" if proxy else "")
+    suffix = f"_{device}" if device else ""
+    prefix = ("proxy_" if proxy else "") + (f"{device}_" if device else "")
+    return Setting(name, logdir or os.path.join("logs", "figures", name + suffix), prefix)
 
 
 def proxy_ready(model: str) -> bool:
@@ -276,9 +281,9 @@ def estimate_seconds(flags: Sequence[str], profile: Dict, split_sizes: Tuple[int
         fraction = min(1.0, max(0.0, solver.paper_backward_fraction(float(_flag(flags, "--rho")))))
         step = fp + fraction * bp
     elif scheme == "traditional_tl_training":
-        step = fp
-    elif scheme == "bn_plus_bias_training":
-        step = fp + profile.get("dy_scale", 0.7) * bp
+        step = profile.get("T_head_ms", fp)
+    elif scheme == "bn_plus_bias_training":  # the error gradient all the way down, few weight gradients
+        step = fp + sum(tensor["t_dy_ms"] for tensor in profile["tensors"])
     else:
         step = full
     train_steps, test_steps = split_sizes[0] // batch, -(-split_sizes[1] // batch)
@@ -318,17 +323,22 @@ def preflight(experiments: Sequence[Experiment], config: Setting) -> Optional[st
             f"scripts/run_proxy_study.sh (the same figures on the embedded dataset)")
 
 
+def profile_key(experiment: Experiment, flags: Sequence[str]) -> Tuple[str, int, int, int]:
+    """(model, input, classes, batch): what a timing profile is measured for."""
+    return (experiment.model_name, int(_flag(flags, "--input_size")), num_classes(_flag(flags, "--dataset_name")),
+            int(_flag(flags, "--batch_size")))
+
+
 def profile_runs(jobs: Sequence[Tuple[Experiment, List[str]]], dry_run: bool) -> Dict[Tuple, Dict]:
     """Profile each (model, input, classes, batch) once (profiler.py reuses a valid profile)."""
     profiles = {}
     for experiment, flags in jobs:
-        key = (experiment.model_name, int(_flag(flags, "--input_size")), num_classes(_flag(flags, "--dataset_name")),
-               int(_flag(flags, "--batch_size")))
+        key = profile_key(experiment, flags)
         if key in profiles:
             continue
         command = [sys.executable, os.path.join(ROOT, "profiler.py"), "--model_name", key[0],
                    "--input_size", str(key[1]), "--num_classes", str(key[2]), "--batch_size", str(key[3]),
-                   "--bn_mode", "frozen"]
+                   "--bn_mode", "frozen"] + (["--optimizer", experiment.optimizer] if experiment.optimizer else [])
         print("profile: python " + " ".join(os.path.relpath(part, ROOT) if part.startswith(ROOT) else part
                                             for part in command[1:]), flush=True)
         if dry_run:  # the estimate still uses a profile measured earlier, if there is one
@@ -362,9 +372,13 @@ def draw(plots: Sequence[Plot], config: Setting) -> List[str]:
     return written
 
 
-def run_figures(numbers: Sequence[str], ego: bool, proxy: bool, logdir: Optional[str], dry_run: bool) -> int:
+def run_figures(numbers: Sequence[str], ego: bool, proxy: bool, logdir: Optional[str], dry_run: bool,
+                device: str = "") -> int:
     """Train the missing runs of one or more figures (each run once) and draw them."""
-    config = setting(proxy, logdir)
+    config = setting(proxy, logdir, device)
+    if "16" in numbers and not device:
+        print("note: Fig. 16 repeats Fig. 15's runs on a Raspberry Pi; on a machine that ran Fig. 15 "
+              "they are reused. --device NAME keeps one device's runs and figures apart")
     experiments: Dict[str, Experiment] = {}
     plots: List[Plot] = []
     for number in dict.fromkeys(numbers):
@@ -389,15 +403,15 @@ def run_figures(numbers: Sequence[str], ego: bool, proxy: bool, logdir: Optional
     profiles = profile_runs(todo, dry_run or bool(problem))
     estimates = []
     for experiment, flags in todo:
-        key = (experiment.model_name, int(_flag(flags, "--input_size")), num_classes(_flag(flags, "--dataset_name")),
-               int(_flag(flags, "--batch_size")))
+        key = profile_key(experiment, flags)
         if profiles.get(key):
             estimates.append(estimate_seconds(flags, profiles[key], split_sizes(_flag(flags, "--dataset_name"))))
-    if todo and len(estimates) == len(todo):
+    if len(estimates) == len(todo) and todo:
         print(f"estimated time: {sum(estimates) / 3600:.2f} h ({sum(estimates) / 60:.0f} min) for "
               f"{len(todo)} runs, from the profiles measured on this machine", flush=True)
+    complete = bool(todo) and len(estimates) == len(todo)
     train_all([(config.run_name(e), f) for e, f in todo], os.path.join(ROOT, config.logdir), dry_run,
-              estimates=estimates or None)
+              estimates=estimates if complete else None)
     if dry_run:
         print("figures: " + ", ".join(f"figures/{plot.output}.png" for plot in plots))
         return 0
@@ -406,23 +420,19 @@ def run_figures(numbers: Sequence[str], ego: bool, proxy: bool, logdir: Optional
     return 0
 
 
-def claims_table(proxy: bool, logdir: Optional[str], output: Optional[str] = None) -> int:
-    """The claims table (scripts/study_table.py) of a setting's finished runs on one model and
-    dataset (the proxy's, or ResNet50 on CUB-200 as in the paper), one seed each."""
+def claims_table(proxy: bool, logdir: Optional[str], output: Optional[str] = None, device: str = "") -> int:
+    """The claims table (scripts/study_table.py) of Fig. 17's finished runs in a setting (every
+    scheme on one model and dataset: ResNet50 on CUB-200, or the proxy's), one seed each."""
     import study_table
 
-    config = setting(proxy, logdir)
+    config = setting(proxy, logdir, device)
     groups: Dict[str, List[Dict]] = {}
-    for figure in FIGURES.values():
-        for experiment in selected(figure, False, config)[0]:
-            if experiment.model_name != (PROXY_MODEL if proxy else "resnet50") or \
-                    experiment.dataset_name != "caltech_birds2011" or experiment.num_epochs:
-                continue
-            path = os.path.join(ROOT, config.logdir, config.run_name(experiment), "summary.json")
-            if os.path.exists(path):
-                with open(path) as handle:
-                    name = experiment.train_type + (f"_rho{experiment.rho:g}_paper" if experiment.rho else "")
-                    groups[name] = [json.load(handle)]
+    for experiment in selected(FIGURES["17ac"], False, config)[0]:  # one model, one dataset, every scheme
+        path = os.path.join(ROOT, config.logdir, config.run_name(experiment), "summary.json")
+        if os.path.exists(path):
+            with open(path) as handle:
+                name = experiment.train_type + (f"_rho{experiment.rho:g}_paper" if experiment.rho else "")
+                groups.setdefault(name, [json.load(handle)])
     if "full_training" not in groups:
         raise UserError(f"no finished full-training run in {config.logdir}: run a figure first "
                         f"(e.g. python scripts/figures.py run 17ac{' --proxy' if proxy else ''})")
@@ -449,7 +459,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--proxy", action="store_true",
                         help="the offline setting: the embedded dataset, the calibrated study protocol, "
                              f"{PROXY_EPOCHS} epochs (models with a cached source backbone only)")
-    parser.add_argument("--logdir", default=None, help="where the runs live (default logs/figures/<setting>)")
+    parser.add_argument("--device", default="", metavar="NAME",
+                        help="name of this device (e.g. jetson, pi): its runs go to logs/figures/<setting>_NAME "
+                             "and its figures get the prefix NAME_, so devices' results stay apart")
+    parser.add_argument("--logdir", default=None, help="where the runs live (default logs/figures/<setting>[_<device>])")
     parser.add_argument("--output", default=None, help="table: also write it to this markdown file")
     parser.add_argument("--dry_run", action="store_true",
                         help="check every run's flags with main.py's parser and print the plan; train nothing")
@@ -469,8 +482,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{number:<6}{len(figure.experiments):>3} runs  {figure.description}")
         return 0
     if args.action == "table":
-        return claims_table(args.proxy, args.logdir, args.output)
-    return run_figures(args.figures, args.ego, args.proxy, args.logdir, args.dry_run)
+        return claims_table(args.proxy, args.logdir, args.output, args.device)
+    if args.device and not re.fullmatch(r"[A-Za-z0-9_-]+", args.device):
+        raise UserError(f"--device {args.device!r}: use letters, digits, - and _ only (it names folders)")
+    return run_figures(args.figures, args.ego, args.proxy, args.logdir, args.dry_run, args.device)
 
 
 if __name__ == "__main__":

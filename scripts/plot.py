@@ -42,21 +42,26 @@ class Run:
         from tensorboard.backend.event_processing import event_accumulator
 
         if not os.path.isdir(run_dir):
-            raise UserError(f"no run at {run_dir} (expected a run's log folder, <logdir>/<run_name>)")
+            raise UserError(f"no run at {run_dir}; {runs_beside(run_dir)}")
         self.run_dir = run_dir
         self.label = label or os.path.basename(os.path.normpath(run_dir))
         self._events = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0})
         self._events.Reload()
-        self.tags = sorted(self._events.Tags()["tensors"])
-        if not self.tags:
-            raise UserError(f"{run_dir} has no TensorBoard events (not a main.py run's folder?)")
+        tensors = self._events.Tags()["tensors"]
+        if not tensors:
+            raise UserError(f"{run_dir} has no TensorBoard events (not a main.py run's folder?); "
+                            f"{runs_beside(run_dir)}")
+        self.tags = sorted(tag for tag in tensors
+                           if self._events.SummaryMetadata(tag).plugin_data.plugin_name == "scalars")
+        self._all_tags = set(tensors)
 
     def series(self, tag: str) -> Series:
         """(step, value) of a scalar tag, or UserError naming the tags the run has."""
         import tensorflow as tf
 
         if tag not in self.tags:
-            raise UserError(f"run {self.run_dir} has no tag {tag!r}; it has: {', '.join(self.tags)}")
+            kind = "scalar tag" if tag not in self._all_tags else "scalar tag (it is an image)"
+            raise UserError(f"run {self.run_dir} has no {kind} {tag!r}; its scalar tags: {', '.join(self.tags)}")
         return [(event.step, float(tf.make_ndarray(event.tensor_proto))) for event in self._events.Tensors(tag)]
 
     def steps_per_epoch(self) -> int:
@@ -76,7 +81,7 @@ class Run:
         import numpy as np
         import tensorflow as tf
 
-        if MASK_TAG not in self.tags:
+        if MASK_TAG not in self._all_tags:
             raise UserError(f"run {self.run_dir} has no selection masks ({MASK_TAG}): only elastic "
                             f"schemes log them")
         selections = []
@@ -85,6 +90,17 @@ class Run:
             image = tf.io.decode_png(encoded).numpy()[..., 0]
             selections.append((event.step, [int(v) for v in (image[-1] < 128).astype(np.int32)]))
         return selections
+
+
+def runs_beside(path: str) -> str:
+    """What runs exist in the folder `path` names a run of (for error messages)."""
+    parent = os.path.dirname(os.path.normpath(path)) or "."
+    if not os.path.isdir(parent):
+        return f"{parent} does not exist either"
+    runs = sorted(name for name in os.listdir(parent) if os.path.isdir(os.path.join(parent, name))
+                  and any(f.startswith("events.out.tfevents") or f == "summary.json"
+                          for f in os.listdir(os.path.join(parent, name))))
+    return f"runs in {parent}: {', '.join(runs)}" if runs else f"{parent} holds no runs"
 
 
 def x_values(run: Run, steps: Sequence[int], axis: str) -> List[float]:
@@ -196,7 +212,7 @@ def load_summaries(inputs: Sequence[str]) -> List[Dict]:
         elif os.path.isfile(item):
             paths = [item]
         else:
-            raise UserError(f"no run or summary at {item}")
+            raise UserError(f"no run or summary at {item}; {runs_beside(item)}")
         for path in paths:
             try:
                 with open(path) as handle:

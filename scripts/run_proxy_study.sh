@@ -15,12 +15,14 @@ export TF_CPP_MIN_LOG_LEVEL=3
 start=$(date +%s)
 echo "== the offline study: 9 training runs of 4 epochs (about 15-20 min on 2 cores; the estimate"
 echo "   from this machine's profile follows)"
+DRY=0; for argument in "$@"; do [ "$argument" = --dry_run ] && DRY=1; done
 BACKBONE=saved_models/source_mobilenetv2_64.h5
-if [ ! -f "$BACKBONE" ] && [ "${1:-}" != "--dry_run" ]; then
-  echo "== no cached source backbone: pre-training it once (15 epochs, ~26 min on 2 cores)"
+if [ ! -f "$BACKBONE" ] && [ "$DRY" = 0 ]; then
+  echo "== no cached source backbone: pre-training it once first (15 epochs, ~26 min on 2 cores; later"
+  echo "   runs of the study reuse it), then the 9 runs"
   bash scripts/make_source_backbone.sh mobilenetv2 64 >/dev/null
 fi
 $PY scripts/figures.py run 17ac 15 19 --proxy "$@"
-[ "${1:-}" = "--dry_run" ] && exit 0
+[ "$DRY" = 1 ] && exit 0
 $PY scripts/figures.py table --proxy --output figures/proxy_claims.md
 echo "offline study finished in $(( $(date +%s) - start )) s; figures in figures/ (see figures/README.md)"

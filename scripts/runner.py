@@ -5,6 +5,7 @@ and scripts/figures.py.
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
 import json
 import os
@@ -36,17 +37,26 @@ def check_main_arguments(name: str, arguments: Sequence[str]) -> None:
             raise UserError(f"run {name}: main.py rejects its flags: {message[0]}") from None
 
 
+def resumable(run_dir: str) -> bool:
+    """An interrupted run with a checkpoint to continue from (no summary yet)."""
+    return (bool(glob.glob(os.path.join(run_dir, "checkpoints", "ckpt-*.index")))
+            and not os.path.exists(os.path.join(run_dir, "summary.json")))
+
+
 def train_one(name: str, arguments: Sequence[str], log_root: str) -> Tuple[Dict, float]:
     """Train one run in a subprocess (its output goes to <log_root>/<name>.log); its summary and
-    the process's seconds. Partial logs of an earlier interrupted attempt are removed first, so
-    the two never mix."""
+    the process's seconds. An earlier interrupted attempt is resumed from its checkpoint; one
+    that stopped before its first checkpoint is removed, so partial logs never mix."""
     run_dir = os.path.join(log_root, name)
-    if os.path.isdir(run_dir):
+    resume = resumable(run_dir)
+    if os.path.isdir(run_dir) and not resume:
         shutil.rmtree(run_dir)
     os.makedirs(log_root, exist_ok=True)
-    command = [sys.executable, os.path.join(ROOT, "main.py"), *arguments]
+    command = [sys.executable, os.path.join(ROOT, "main.py"), *arguments] + (["--resume"] if resume else [])
+    if resume:
+        print("  resuming the interrupted run from its checkpoint", flush=True)
     start = time.perf_counter()
-    with open(run_dir + ".log", "w") as log:
+    with open(run_dir + ".log", "a" if resume else "w") as log:
         process = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - start
     if process.returncode != 0:

@@ -103,17 +103,20 @@ def test_bars_average_seeds_one_bar_per_configuration(tmp_path, captured):
 
 
 def test_plot_names_a_missing_run_or_tag(tmp_path):
-    run = write_run(tmp_path, "full", [0.5], 1.0)
-    with pytest.raises(UserError, match="no run at .*nothing"):
+    run = write_run(tmp_path, "full", [0.5], 1.0, masks=MASKS[:1])
+    with pytest.raises(UserError, match=r"no run at .*nothing; runs in .*: full"):
         plot.Run(str(tmp_path / "nothing"))
-    with pytest.raises(UserError, match=r"no tag 'test/acc'; it has: .*test/accuracy"):
+    with pytest.raises(UserError, match=r"no scalar tag 'test/acc'; its scalar tags: .*test/accuracy"):
         plot.Run(run).series("test/acc")
+    with pytest.raises(UserError, match=r"\(it is an image\)"):
+        plot.Run(run).series("elastic/selection_masks")
+    assert "elastic/selection_masks" not in plot.Run(run).tags
     with pytest.raises(UserError, match="only elastic schemes"):
-        plot.Run(run).masks()
+        plot.Run(write_run(tmp_path, "tl", [0.5], 1.0)).masks()
     result = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "plot.py"), "curves", run,
                              "--tag", "nope", "--output", str(tmp_path / "x.png")],
                             capture_output=True, text=True, cwd=ROOT)
-    assert result.returncode != 0 and "no tag 'nope'" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode != 0 and "no scalar tag 'nope'" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "x.png").exists()
 
 
@@ -122,8 +125,8 @@ FIGURE_SCRIPTS = sorted(glob.glob(os.path.join(ROOT, "scripts", "run_figure*.sh"
 
 def test_there_is_a_script_for_every_figure_of_the_original():
     names = {os.path.basename(path) for path in FIGURE_SCRIPTS}
-    for number in figures.FIGURES:
-        assert {f"run_figure{number}.sh", f"run_figure{number}_ego.sh"} <= names
+    assert names == {f"run_figure{number}{ego}.sh" for number in ("15", "15ad", "16", "17ac", "19")
+                     for ego in ("", "_ego")}
 
 
 @pytest.mark.parametrize("script", FIGURE_SCRIPTS, ids=os.path.basename)
@@ -147,6 +150,14 @@ def test_figures_keep_the_originals_runs_and_rho_values():
         "CUB200_ElasticTrainer_035": 0.367, "CUB200_ElasticTrainer_040": 0.4, "CUB200_ElasticTrainer_050": 0.533,
         "CUB200_ElasticTrainer_060": 0.6, "CUB200_ElasticTrainer_070": 0.7}
     assert names["PET37_BN+Bias"].train_type == "bn_plus_bias_training"
+    expected_15 = {f"{tag}_{scheme}" for tag in ("CUB200", "PET37", "DOG120")
+                   for scheme in ("ElasticTrainer", "Full_training", "Traditional_TL", "BN+Bias")}
+    assert {e.run_name for e in figures.FIGURES["15"].experiments} == expected_15
+    assert {e.run_name for e in figures.FIGURES["16"].experiments} == {n for n in expected_15 if "DOG" not in n}
+    assert {(e.rho, e.model_name) for e in figures.FIGURES["15"].experiments if e.elastic} == {(0.533, "resnet50")}
+    nineteen = figures.FIGURES["19"].experiments
+    assert {e.model_name for e in nineteen} == {"resnet50", "vgg16", "mobilenetv2", "vit"}  # ViT: the addition
+    assert {e.rho for e in nineteen if e.elastic} == {0.4} and {e.dataset_name for e in nineteen} == {"caltech_birds2011"}
     assert names["mobilenetv2_Full_training"].num_epochs == 24 and names["vit_ElasticTrainer"].optimizer == "adam"
     for config in (figures.setting(False, None), figures.setting(True, None)):  # one name, one experiment
         flags = {}
@@ -190,3 +201,18 @@ def test_rerun_with_finished_runs_trains_nothing_and_draws(tmp_path, monkeypatch
     assert figures.main(["table", "--proxy", "--logdir", str(tmp_path), "--output", str(tmp_path / "t.md")]) == 0
     table = (tmp_path / "t.md").read_text()
     assert "| full_training | 1 |" in table and "elastic_training_rho0.367_paper" in table
+
+
+def test_time_estimate_follows_the_profile():
+    profile = {"T_fp_ms": 10.0, "T_bp_ms": 30.0, "T_full_ms": 40.0, "T_head_ms": 12.0,
+               "tensors": [{"t_dy_ms": 5.0}, {"t_dy_ms": 7.0}]}
+    base = ["--batch_size", "10", "--num_epochs", "2"]
+    seconds = {scheme: figures.estimate_seconds(["--train_type", scheme, "--rho", "0.533"] + base, profile, (100, 50))
+               - figures.RUN_OVERHEAD_S for scheme in ("full_training", "traditional_tl_training",
+                                                        "bn_plus_bias_training", "elastic_training")}
+    evaluation = 2 * 5 * 10.0 / 1000  # 2 epochs x 5 test batches x T_fp
+    assert seconds["full_training"] == pytest.approx(2 * 10 * 40.0 / 1000 + evaluation)
+    assert seconds["traditional_tl_training"] == pytest.approx(2 * 10 * 12.0 / 1000 + evaluation)
+    assert seconds["bn_plus_bias_training"] == pytest.approx(2 * 10 * 22.0 / 1000 + evaluation)
+    backward = (0.533 - 1 / 3) * 1.5 * 30.0  # the original's share of the backward pass
+    assert seconds["elastic_training"] == pytest.approx(2 * 10 * (10.0 + backward) / 1000 + evaluation)

@@ -20,6 +20,7 @@ from run_outputs import RunOutputs, truncate_events
 from test_train import config, tiny_data, tiny_model, tiny_profile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 
 def steps_of(run_dir: str, tag: str):
@@ -47,6 +48,7 @@ class SignalAt:
 
     def __init__(self, at: int, signum: int = signal.SIGINT):
         self.at, self.signum, self.dataset = at, signum, tiny_data()
+        self._probes = data.FixedEpochs(self.dataset)
 
     def epoch(self, index, skip=0):
         for position, batch in enumerate(self.dataset.skip(skip), start=skip):
@@ -54,36 +56,56 @@ class SignalAt:
                 os.kill(os.getpid(), self.signum)
             yield batch
 
-    def probe(self, index, batches):
-        return list(self.dataset.take(batches))
+    def probe(self, start, batches):
+        return self._probes.probe(start, batches)
 
 
-def elastic_run(tmp_path, epochs: int):
-    """A tiny model, an elastic config re-selecting every 2 steps, and the run's outputs."""
+def elastic_run(tmp_path, epochs: int, name: str = "run"):
+    """A tiny model (no dropout or augmentation: runs are exactly reproducible), an open-loop
+    elastic config re-selecting every 2 steps, and the run's outputs."""
     tf.keras.utils.set_random_seed(0)
     run_config = config(train_type="elastic_training", num_epochs=epochs, interval=0.5, logdir=str(tmp_path),
-                        reference_steps=0)
-    return tiny_model(), run_config, RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+                        reference_steps=0, rho_mode="paper", run_name=name)
+    return tiny_model(), run_config, RunOutputs(str(tmp_path), name, "tiny", 3, 16)
 
 
-def test_sigint_stops_with_a_checkpoint_and_the_run_resumes_to_the_end(tmp_path):
+def mask_events(run_dir: str):
+    from tensorboard.backend.event_processing import event_accumulator
+
+    accumulator = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0})
+    accumulator.Reload()
+    return [(event.step, tf.make_ndarray(event.tensor_proto)[2]) for event in
+            accumulator.Tensors("elastic/selection_masks")]
+
+
+@pytest.mark.parametrize("signum, at", [(signal.SIGINT, 2), (signal.SIGTERM, 3)])
+def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted_one(tmp_path, signum, at):
     model, run_config, outputs = elastic_run(tmp_path, 3)
     with pytest.raises(train.RunInterrupted) as stopped:
-        train.train(run_config, model, SignalAt(2), tiny_data(), 4, outputs, tiny_profile(model),
+        train.train(run_config, model, SignalAt(at, signum), tiny_data(), 4, outputs, tiny_profile(model),
                     resume_command="python main.py ... --resume")
-    assert stopped.value.exit_code == 130 and "Continue with: python main.py ... --resume" in str(stopped.value)
-    assert "step 3 (epoch 1, 3/4)" in str(stopped.value)  # the current step finished first
-    weights = [w.numpy() for w in model.trainable_weights]
+    assert stopped.value.exit_code == 128 + signum
+    assert "Continue with: python main.py ... --resume" in str(stopped.value)
+    assert f"step {at + 1} (epoch 1, {at + 1}/4)" in str(stopped.value)  # the current step finished first
 
     resumed_model = tiny_model()
     outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
     summary = train.train(run_config, resumed_model, SignalAt(-1), tiny_data(), 4, outputs,
                           tiny_profile(resumed_model), resume=True)
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2, 3] and summary["sessions"] == 2
-    assert not all(np.array_equal(a, b.numpy()) for a, b in zip(weights, resumed_model.trainable_weights))
     outputs.writer.flush()
     assert steps_of(outputs.run_dir, "test/accuracy") == [4, 8, 12]  # no step twice, none missing
     assert steps_of(outputs.run_dir, "elastic/selected_fraction") == [0, 2, 4, 6, 8, 10]
+
+    reference_model, reference_config, reference_outputs = elastic_run(tmp_path, 3, "uninterrupted")
+    reference = train.train(reference_config, reference_model, SignalAt(-1), tiny_data(), 4, reference_outputs,
+                            tiny_profile(reference_model))
+    reference_outputs.writer.flush()
+    for resumed, uninterrupted in zip(resumed_model.variables, reference_model.variables):
+        np.testing.assert_allclose(resumed.numpy(), uninterrupted.numpy(), rtol=1e-5, atol=1e-6)
+    assert [e["test_accuracy"] for e in summary["history"]] == [e["test_accuracy"] for e in reference["history"]]
+    assert mask_events(outputs.run_dir) == mask_events(reference_outputs.run_dir)  # the same selections
+    assert summary["train_seconds"] >= summary["history"][0]["train_seconds"] > 0
 
 
 def test_a_resumed_run_restores_weights_optimizer_and_scheme_exactly(tmp_path):
@@ -94,12 +116,37 @@ def test_a_resumed_run_restores_weights_optimizer_and_scheme_exactly(tmp_path):
     setup.optimizer._create_all_weights(fresh.trainable_weights)
     state = checkpoints.RunCheckpoints(outputs.run_dir, fresh, setup.optimizer).restore()
     assert state["step"] == 8 and state["epoch"] == 2 and len(state["scheme"]["mask"]) == len(model.trainable_weights)
-    assert state["scheme"]["selections"] == 4
+    assert state["scheme"]["selections"] == 4 and state["scheme"]["probe_position"] == 4
     for saved, restored in zip(model.variables, fresh.variables):
         np.testing.assert_array_equal(saved.numpy(), restored.numpy())
-    assert int(setup.optimizer.iterations) > 0
+    assert int(setup.optimizer.iterations) == 8
     momentum = [setup.optimizer.get_slot(w, "momentum").numpy() for w in fresh.trainable_weights]
     assert any(np.any(m != 0) for m in momentum)
+
+
+def test_study_and_figure_runners_resume_an_interrupted_run(tmp_path, monkeypatch):
+    import runner
+
+    commands = []
+
+    def fake_run(command, **kwargs):
+        commands.append(command)
+        run_dir = tmp_path / "logs" / "r"
+        run_dir.mkdir(exist_ok=True)
+        (run_dir / "summary.json").write_text(json.dumps({"best_test_accuracy": 0.5}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(runner.subprocess, "run", fake_run)
+    checkpoint_files = tmp_path / "logs" / "r" / "checkpoints"
+    checkpoint_files.mkdir(parents=True)
+    (checkpoint_files / "ckpt-40.index").write_text("")
+    runner.train_one("r", ["--run_name", "r"], str(tmp_path / "logs"))
+    assert commands[-1][-1] == "--resume" and (checkpoint_files / "ckpt-40.index").exists()
+    (tmp_path / "logs" / "r" / "summary.json").unlink()
+    (checkpoint_files / "ckpt-40.index").unlink()
+    (tmp_path / "logs" / "r" / "stale").write_text("")  # no checkpoint: start again from scratch
+    runner.train_one("r", ["--run_name", "r"], str(tmp_path / "logs"))
+    assert commands[-1][-1] == "r" and not (tmp_path / "logs" / "r" / "stale").exists()
 
 
 def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, caplog):
@@ -116,9 +163,11 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, ca
     optimizer._create_all_weights(model.trainable_weights)
     state = checkpoints.RunCheckpoints(outputs.run_dir, model, optimizer).restore()
     assert state["step"] == 4 and "ckpt-8 is unusable" in caplog.text
+    assert checkpoints.checkpoint_paths(directory) == [os.path.join(directory, "ckpt-4")]  # the bad one is gone
+    assert tf.train.latest_checkpoint(directory).endswith("ckpt-4")
     for path in tf.io.gfile.glob(os.path.join(directory, "ckpt-4.data-*")):
         os.remove(path)
-    with pytest.raises(train.UserError, match="no usable checkpoint .*ckpt-8.*ckpt-4"):
+    with pytest.raises(train.UserError, match="no usable checkpoint .*ckpt-4"):
         checkpoints.RunCheckpoints(outputs.run_dir, model, optimizer).restore()
 
 
