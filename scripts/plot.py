@@ -21,12 +21,12 @@ import glob
 import json
 import logging
 import os
-import re
 import statistics
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from study_table import config_name  # noqa: E402  (runs that differ only in seed share it)
 from utils import UserError, atomic_path, prepare_tensorflow_environment, run_cli  # noqa: E402
 
 TIME_TAG = "time/train_seconds"  # logged at the end of every epoch, validation excluded
@@ -192,11 +192,6 @@ def plot_curves(runs: Sequence[Run], tags: Sequence[str], axis: str, title: str,
         panel.grid(alpha=0.3)
     panels[0][0].legend(fontsize=8)
     return finish(figure, title, output)
-
-
-def config_name(run_name: str) -> str:
-    """A run's name without its `_s<seed>` suffix (runs that differ only in seed share it)."""
-    return re.sub(r"_s\d+$", "", run_name)
 
 
 def load_summaries(inputs: Sequence[str]) -> List[Dict]:
