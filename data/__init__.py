@@ -20,6 +20,12 @@ from utils import UserError
 # Decoded images of a split are cached in memory when they take less than this.
 _CACHE_LIMIT_BYTES = 1 << 30
 _SHUFFLE_BUFFER = 1024
+# Fixed parallelism instead of tf.data's autotuning: its background thread sleeps for periods
+# that double up to 60 s, and deleting an iterator (every epoch's end) waits for the current
+# sleep to finish, so epochs stretched to 20.5, 41 or 82 s whatever their steps took
+# (scripts/bench_data_stall.py; BENCHMARKS.md "Epochs stretched by tf.data's autotuning").
+_PARALLEL_CALLS = max(1, min(4, os.cpu_count() or 1))
+_PREFETCH_BATCHES = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,17 +171,25 @@ def _examples(dataset_name: str, split: str, input_size: int, data_dir: Optional
     examples = int(builder.info.splits[split].num_examples) if split in builder.info.splits else 0
     # Resize before shuffling, so the shuffle buffer holds small uint8 images.
     resize = lambda image, label: (_decode_and_resize(image, input_size), label)  # noqa: E731
-    dataset = dataset.map(resize, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.map(resize, num_parallel_calls=_PARALLEL_CALLS)
     cached = 0 < examples * input_size * input_size * 3 <= _CACHE_LIMIT_BYTES
     if cached:  # decode once, keep in memory, shuffle everything
         dataset = dataset.cache()
     return dataset, examples, cached
 
 
+def without_autotuning(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`dataset` with tf.data's autotuning off (see _PARALLEL_CALLS for why)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
 def _finish(dataset: tf.data.Dataset, batch_size: int, training: bool) -> tf.data.Dataset:
+    """Batches of float32 images, autotuning off; every pipeline of this module ends here."""
     dataset = dataset.batch(batch_size, drop_remainder=training)
     to_float = lambda images, labels: (tf.cast(images, tf.float32), labels)  # noqa: E731
-    return dataset.map(to_float, num_parallel_calls=tf.data.AUTOTUNE)
+    return without_autotuning(dataset.map(to_float, num_parallel_calls=_PARALLEL_CALLS))
 
 
 def load(dataset_name: str, split: str, batch_size: int, input_size: int,
@@ -200,7 +214,7 @@ def load(dataset_name: str, split: str, batch_size: int, input_size: int,
     if training:
         buffer = examples if cached else _SHUFFLE_BUFFER
         dataset = dataset.shuffle(max(buffer, 1), seed=seed, reshuffle_each_iteration=True)
-    return _finish(dataset, batch_size, training).prefetch(tf.data.AUTOTUNE)
+    return _finish(dataset, batch_size, training).prefetch(_PREFETCH_BATCHES)
 
 
 PROBE_STREAM = 1 << 20  # the epoch number whose shuffling seeds the importance probes' stream
@@ -240,7 +254,7 @@ class Epochs:
         return _finish(shuffled, self.batch_size, True)
 
     def epoch(self, index: int, skip: int = 0) -> tf.data.Dataset:
-        return self._shuffled(index).skip(skip).prefetch(tf.data.AUTOTUNE)
+        return self._shuffled(index).skip(skip).prefetch(_PREFETCH_BATCHES)
 
     def probe(self, start: int, batches: int) -> List:
         return self._probes.take(start, batches)

@@ -1,10 +1,13 @@
-"""Memory across re-selections: does switching the trained tensors 20 times grow the process?
+"""Memory across re-selections: does switching the trained tensors many times grow the process?
 
     python scripts/bench_reselection_memory.py --model_name mobilenetv2 --input_size 64
+    python scripts/bench_reselection_memory.py --reselections 100 --cycle 12 --plot figures/reselection_memory.png
 
 Each re-selection picks a new random set of tensors (as ElasticTrainer's selections differ),
 fetches its compiled step from train.StepCache and trains two steps; the resident set size
-(RSS) is printed after each. With the bounded cache (default, 8 steps) memory levels off
+(RSS) is printed after each. With --cycle K the selections cycle through K random masks (more
+than the cache holds, so each one is evicted and compiled again: the worst case of a long run).
+With the bounded cache (default, 8 steps) memory levels off
 once the cache is full; --capacity 1000 shows what keeping every compiled step costs.
 A benchmark: it prints, it asserts nothing.
 """
@@ -16,7 +19,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import prepare_tensorflow_environment, run_cli  # noqa: E402
+from utils import atomic_path, prepare_tensorflow_environment, run_cli  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -29,12 +32,17 @@ def rss_mb() -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model_name", default="mobilenetv2")
-    parser.add_argument("--input_size", type=int, default=64)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--reselections", type=int, default=20)
+    parser.add_argument("--model_name", default="mobilenetv2", help="the registry model")
+    parser.add_argument("--input_size", type=int, default=64, help="image side in pixels")
+    parser.add_argument("--batch_size", type=int, default=32, help="images per step")
+    parser.add_argument("--reselections", type=int, default=20, help="how many selections to switch to")
+    parser.add_argument("--cycle", type=int, default=0,
+                        help="cycle through this many random masks (0: a new random mask each time)")
     parser.add_argument("--capacity", type=int, default=None, help="compiled steps kept (default: train's)")
+    parser.add_argument("--plot", default=None, help="also draw RSS against re-selections into this PNG (and a PDF)")
     args = parser.parse_args(argv)
+    if args.reselections < 10:
+        parser.error("--reselections must be at least 10 (memory is compared with the 10th)")
     prepare_tensorflow_environment()
     import numpy as np
 
@@ -51,11 +59,16 @@ def main(argv=None) -> int:
     size = len(model.trainable_weights)
     print(f"{args.model_name} {args.input_size} px, batch {args.batch_size}, cache capacity {capacity}")
     print(f"{'selection':>9}{'tensors':>9}{'RSS MB':>9}")
-    history = []
-    for selection in range(1, args.reselections + 1):
+    def random_mask():
         mask = (rng.random(size) < rng.random()).astype(np.uint8)
         mask[: rng.integers(size)] = 0
         mask[-2:] = 1  # always the classifier
+        return mask
+
+    cycle = [random_mask() for _ in range(args.cycle)]
+    history = []
+    for selection in range(1, args.reselections + 1):
+        mask = cycle[(selection - 1) % len(cycle)] if cycle else random_mask()
         step = cache.get(mask)
         for _ in range(2):
             step(images, labels)[0].numpy()
@@ -65,7 +78,32 @@ def main(argv=None) -> int:
     full = min(capacity, len(history)) - 1
     print(f"RSS after the cache filled (selection {full + 1}): {history[full]:.0f} MB; after selection "
           f"{len(history)}: {history[-1]:.0f} MB ({history[-1] - history[full]:+.0f} MB)")
+    print(f"RSS after selection {len(history)} / after selection 10: {history[-1] / history[9]:.3f}")
+    if args.plot:
+        draw(history, capacity, f"{args.model_name} {args.input_size} px, batch {args.batch_size}"
+             + (f", cycling through {args.cycle} masks" if args.cycle else ", a new mask each time"), args.plot)
     return 0
+
+
+def draw(history, capacity: int, title: str, output: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 3.5))
+    axes.plot(range(1, len(history) + 1), history, marker=".")
+    axes.axvline(capacity, color="grey", linestyle=":", label=f"compiled-step cache full ({capacity})")
+    axes.set_xlabel("re-selections")
+    axes.set_ylabel("resident memory (MB)")
+    axes.set_ylim(0, max(history) * 1.1)
+    axes.set_title(title, fontsize=10)
+    axes.legend(loc="lower right")
+    figure.tight_layout()
+    for path in (output, os.path.splitext(output)[0] + ".pdf"):
+        with atomic_path(path) as temporary:
+            figure.savefig(temporary, format=os.path.splitext(path)[1][1:])
+        print(f"wrote {path}")
+    plt.close(figure)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ SPLIT_SIZES = {"caltech_birds2011": (5994, 5794), "oxford_iiit_pet": (3680, 3669
                "stanford_dogs": (12000, 8580)}
 PROXY_EPOCHS, PROXY_INTERVAL = 4, 1  # the offline study's short runs (a selection every epoch)
 PROXY_MODEL = "mobilenetv2"  # stands in for ResNet50 in the single-model figures offline
+PROXY_MODELS = (PROXY_MODEL,)  # the offline study's models: a 4-epoch run of each takes minutes
 RUN_OVERHEAD_S = 40.0  # start-up, data, compiles and the final reference timing of one run
 
 
@@ -178,25 +179,28 @@ class Setting:
         return "_".join([experiment.model_name, experiment.train_type]
                         + ([f"rho{experiment.rho:g}"] if experiment.rho is not None else []))
 
-    def flags(self, experiment: Experiment) -> List[str]:
+    def options(self, experiment: Experiment) -> Dict[str, str]:
+        """main.py's options for an experiment, by flag name (without the dashes)."""
         if self.name == "proxy":
             protocol = PROTOCOLS[experiment.model_name]
-            flags = ["--input_size", str(protocol["input_size"]), "--batch_size", str(protocol["batch_size"]),
-                     "--learning_rate", str(protocol["learning_rate"]), "--num_epochs", str(PROXY_EPOCHS),
-                     "--interval", str(PROXY_INTERVAL), "--weights", protocol["weights"],
-                     "--bn_mode", protocol["bn_mode"]]
+            schedule = dict(input_size=protocol["input_size"], batch_size=protocol["batch_size"],
+                            learning_rate=protocol["learning_rate"], num_epochs=PROXY_EPOCHS,
+                            interval=PROXY_INTERVAL, weights=protocol["weights"], bn_mode=protocol["bn_mode"])
         else:
-            flags = ["--input_size", "224", "--batch_size", "4", "--learning_rate", "1e-4",
-                     "--num_epochs", str(experiment.num_epochs or 12), "--interval", "4",
-                     "--weights", "imagenet", "--bn_mode", "frozen"]
-        flags = ["--model_name", experiment.model_name, "--dataset_name", self.dataset(experiment),
-                 "--train_type", experiment.train_type] + flags
+            schedule = dict(input_size=224, batch_size=4, learning_rate="1e-4",
+                            num_epochs=experiment.num_epochs or 12, interval=4, weights="imagenet",
+                            bn_mode="frozen")
+        options = dict(model_name=experiment.model_name, dataset_name=self.dataset(experiment),
+                       train_type=experiment.train_type, **schedule)
         if experiment.rho is not None:
-            flags += ["--rho", f"{experiment.rho:g}", "--rho_mode", "paper"]
+            options.update(rho=f"{experiment.rho:g}", rho_mode="paper")
         if experiment.optimizer:
-            flags += ["--optimizer", experiment.optimizer]
-        return flags + ["--seed", "0", "--save_txt", "true", "--logdir", self.logdir,
-                        "--run_name", self.run_name(experiment)]
+            options["optimizer"] = experiment.optimizer
+        options.update(seed=0, save_txt="true", logdir=self.logdir, run_name=self.run_name(experiment))
+        return {name: str(value) for name, value in options.items()}
+
+    def flags(self, experiment: Experiment) -> List[str]:
+        return [part for name, value in self.options(experiment).items() for part in (f"--{name}", value)]
 
 
 def setting(proxy: bool, logdir: Optional[str], device: str = "") -> Setting:
@@ -209,9 +213,9 @@ def setting(proxy: bool, logdir: Optional[str], device: str = "") -> Setting:
 
 
 def proxy_ready(model: str) -> bool:
-    """A model can run offline: it has a study protocol (its source backbone is checked before
-    training, see `preflight`)."""
-    return model in PROTOCOLS
+    """A model runs in the offline study: it has a study protocol and is quick enough (its source
+    backbone is checked before training, see `preflight`)."""
+    return model in PROXY_MODELS and model in PROTOCOLS
 
 
 def selected(figure: Figure, ego: bool, config: Setting) -> Tuple[List[Experiment], List[Plot], List[str]]:
@@ -226,8 +230,9 @@ def selected(figure: Figure, ego: bool, config: Setting) -> Tuple[List[Experimen
             notes.append(f"{PROXY_MODEL} stands in for {models[0]} offline, on embedded_shapes")
             experiments = [dataclasses.replace(e, model_name=PROXY_MODEL) for e in experiments]
         for model in sorted({e.model_name for e in experiments if not proxy_ready(e.model_name)}):
-            notes.append(f"{model} left out: no offline protocol (a PROTOCOLS entry in "
-                         f"scripts/study_plans.py, chosen by its calibration plan, adds it)")
+            notes.append(f"{model} left out: the offline study runs {', '.join(PROXY_MODELS)} only"
+                         + (f" (its headline study: python scripts/study.py run claims --model_name {model})"
+                            if model in PROTOCOLS else ""))
         experiments = [e for e in experiments if proxy_ready(e.model_name)]
         if any(e.num_epochs for e in experiments):
             notes.append(f"every proxy run trains {PROXY_EPOCHS} epochs (the original gives MobileNetV2's "
@@ -266,19 +271,15 @@ def profile_path(model: str, input_size: int, classes: int, batch: int) -> str:
                         profile_tables.profile_name(model, input_size, classes, batch, "frozen") + ".json")
 
 
-def _flag(flags: Sequence[str], name: str) -> str:
-    return flags[list(flags).index(name) + 1]
-
-
-def estimate_seconds(flags: Sequence[str], profile: Dict, split_sizes: Tuple[int, int]) -> float:
+def estimate_seconds(options: Dict[str, str], profile: Dict, split_sizes: Tuple[int, int]) -> float:
     """A run's seconds from the profile: its steps at its expected step time, an evaluation per
     epoch (forward passes) and a fixed start-up and compile allowance."""
     import selection_solver_DP as solver
 
     fp, bp, full = profile["T_fp_ms"], profile["T_bp_ms"], profile["T_full_ms"]
-    scheme, batch, epochs = _flag(flags, "--train_type"), int(_flag(flags, "--batch_size")), int(_flag(flags, "--num_epochs"))
+    scheme, batch, epochs = options["train_type"], int(options["batch_size"]), int(options["num_epochs"])
     if scheme in ("elastic_training", "static_top_training"):
-        fraction = min(1.0, max(0.0, solver.paper_backward_fraction(float(_flag(flags, "--rho")))))
+        fraction = min(1.0, max(0.0, solver.paper_backward_fraction(float(options["rho"]))))
         step = fp + fraction * bp
     elif scheme == "traditional_tl_training":
         step = profile.get("T_head_ms", fp)
@@ -323,22 +324,23 @@ def preflight(experiments: Sequence[Experiment], config: Setting) -> Optional[st
             f"scripts/run_proxy_study.sh (the same figures on the embedded dataset)")
 
 
-def profile_key(experiment: Experiment, flags: Sequence[str]) -> Tuple[str, int, int, int]:
+def profile_key(options: Dict[str, str]) -> Tuple[str, int, int, int]:
     """(model, input, classes, batch): what a timing profile is measured for."""
-    return (experiment.model_name, int(_flag(flags, "--input_size")), num_classes(_flag(flags, "--dataset_name")),
-            int(_flag(flags, "--batch_size")))
+    return (options["model_name"], int(options["input_size"]), num_classes(options["dataset_name"]),
+            int(options["batch_size"]))
 
 
-def profile_runs(jobs: Sequence[Tuple[Experiment, List[str]]], dry_run: bool) -> Dict[Tuple, Dict]:
-    """Profile each (model, input, classes, batch) once (profiler.py reuses a valid profile)."""
+def profile_runs(runs: Sequence[Dict[str, str]], dry_run: bool) -> Dict[Tuple, Dict]:
+    """Profile each (model, input, classes, batch) of these runs' options once (profiler.py
+    reuses a valid profile)."""
     profiles = {}
-    for experiment, flags in jobs:
-        key = profile_key(experiment, flags)
+    for options in runs:
+        key = profile_key(options)
         if key in profiles:
             continue
         command = [sys.executable, os.path.join(ROOT, "profiler.py"), "--model_name", key[0],
                    "--input_size", str(key[1]), "--num_classes", str(key[2]), "--batch_size", str(key[3]),
-                   "--bn_mode", "frozen"] + (["--optimizer", experiment.optimizer] if experiment.optimizer else [])
+                   "--bn_mode", "frozen"] + (["--optimizer", options["optimizer"]] if "optimizer" in options else [])
         print("profile: python " + " ".join(os.path.relpath(part, ROOT) if part.startswith(ROOT) else part
                                             for part in command[1:]), flush=True)
         if dry_run:  # the estimate still uses a profile measured earlier, if there is one
@@ -389,28 +391,29 @@ def run_figures(numbers: Sequence[str], ego: bool, proxy: bool, logdir: Optional
         for experiment in figure_experiments:
             experiments.setdefault(config.run_name(experiment), experiment)
         plots += [plot for plot in figure_plots if plot not in plots]
-    jobs = [(experiment, config.flags(experiment)) for experiment in experiments.values()]
-    for experiment, flags in jobs:  # a renamed flag fails here, not hours in
+    jobs = [(experiment, config.options(experiment), config.flags(experiment))
+            for experiment in experiments.values()]
+    for experiment, _, flags in jobs:  # a renamed flag fails here, not hours in
         check_main_arguments(config.run_name(experiment), flags)
-    todo = [(e, f) for e, f in jobs
-            if not os.path.exists(os.path.join(ROOT, config.logdir, config.run_name(e), "summary.json"))]
+    todo = [job for job in jobs
+            if not os.path.exists(os.path.join(ROOT, config.logdir, job[1]["run_name"], "summary.json"))]
     print(f"{len(jobs)} runs, {len(jobs) - len(todo)} finished, {len(todo)} to train; logs in {config.logdir}")
-    problem = preflight([e for e, _ in todo], config)
+    problem = preflight([experiment for experiment, _, _ in todo], config)
     if problem and not dry_run:
         raise UserError(problem)
     if problem:
         print(f"would stop: {problem}")
-    profiles = profile_runs(todo, dry_run or bool(problem))
+    profiles = profile_runs([options for _, options, _ in todo], dry_run or bool(problem))
     estimates = []
-    for experiment, flags in todo:
-        key = profile_key(experiment, flags)
-        if profiles.get(key):
-            estimates.append(estimate_seconds(flags, profiles[key], split_sizes(_flag(flags, "--dataset_name"))))
+    for _, options, _ in todo:
+        if profiles.get(profile_key(options)):
+            estimates.append(estimate_seconds(options, profiles[profile_key(options)],
+                                              split_sizes(options["dataset_name"])))
     if len(estimates) == len(todo) and todo:
         print(f"estimated time: {sum(estimates) / 3600:.2f} h ({sum(estimates) / 60:.0f} min) for "
               f"{len(todo)} runs, from the profiles measured on this machine", flush=True)
     complete = bool(todo) and len(estimates) == len(todo)
-    train_all([(config.run_name(e), f) for e, f in todo], os.path.join(ROOT, config.logdir), dry_run,
+    train_all([(config.run_name(e), flags) for e, _, flags in todo], os.path.join(ROOT, config.logdir), dry_run,
               estimates=estimates if complete else None)
     if dry_run:
         print("figures: " + ", ".join(f"figures/{plot.output}.png" for plot in plots))

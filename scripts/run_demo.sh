@@ -15,8 +15,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 PY=.venv/bin/python
 export TF_CPP_MIN_LOG_LEVEL=3
-EPOCHS=${DEMO_EPOCHS:-6}          # fine-tuning epochs per run (the study: 12)
-INTERVAL=${DEMO_INTERVAL:-2}      # epochs between selections (the study: 4); 3 selections either way
+EPOCHS=${DEMO_EPOCHS:-4}          # fine-tuning epochs per run (the study: 12)
+INTERVAL=${DEMO_INTERVAL:-2}      # epochs between selections (the study: 4)
 RHO=${DEMO_RHO:-0.533}; RHO_MODE=${DEMO_RHO_MODE:-paper}
 RUNS="logs/demo/$(date +%Y%m%d-%H%M%S)"
 start=$(date +%s)

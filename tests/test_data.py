@@ -72,6 +72,17 @@ def test_embedded_target_pipeline(tfds_dir):
     assert images.shape == (100, 48, 48, 3)
 
 
+def test_no_pipeline_autotunes(tfds_dir):
+    """tf.data's autotuning stretched epochs (deleting an iterator waits for its thread's sleep):
+    every pipeline a run iterates has it off."""
+    epochs = data.load_epochs("embedded_shapes", 32, 48, tfds_dir, seed=1)
+    pipelines = [epochs.epoch(0), epochs.epoch(2, skip=5), data.load("embedded_shapes", "test", 32, 48, tfds_dir),
+                 data.load("embedded_shapes", "train", 32, 48, tfds_dir)]
+    assert [pipeline.options().autotune.enabled for pipeline in pipelines] == [False] * 4
+    epochs.probe(0, 1)
+    assert epochs._probes._make().options().autotune.enabled is False
+
+
 def test_renderer_is_deterministic():
     _, target = shapes_render.make_taxonomy(0, 20, 5, 8, 8)
     first = shapes_render.render(target[3], 64, shapes_render.instance_rng(0, "target", "train", 5))

@@ -206,8 +206,8 @@ def test_rerun_with_finished_runs_trains_nothing_and_draws(tmp_path, monkeypatch
 def test_time_estimate_follows_the_profile():
     profile = {"T_fp_ms": 10.0, "T_bp_ms": 30.0, "T_full_ms": 40.0, "T_head_ms": 12.0,
                "tensors": [{"t_dy_ms": 5.0}, {"t_dy_ms": 7.0}]}
-    base = ["--batch_size", "10", "--num_epochs", "2"]
-    seconds = {scheme: figures.estimate_seconds(["--train_type", scheme, "--rho", "0.533"] + base, profile, (100, 50))
+    base = {"batch_size": "10", "num_epochs": "2", "rho": "0.533"}
+    seconds = {scheme: figures.estimate_seconds(dict(base, train_type=scheme), profile, (100, 50))
                - figures.RUN_OVERHEAD_S for scheme in ("full_training", "traditional_tl_training",
                                                         "bn_plus_bias_training", "elastic_training")}
     evaluation = 2 * 5 * 10.0 / 1000  # 2 epochs x 5 test batches x T_fp

@@ -226,3 +226,27 @@ def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2, 3] and summary["sessions"] == 2
     assert steps_of(str(run_dir), "test/accuracy") == [40, 80, 120]
     assert steps_of(str(run_dir), "elastic/selected_fraction") == list(range(0, 120, 20))
+
+
+def test_resume_check_runs_parse_and_its_report_flags_every_difference():
+    import main
+    import resume_check
+
+    args = resume_check.parse_args([])
+    main.parse_args(resume_check.run_flags(args, "killed") + ["--resume"])  # the CLI takes them
+    with pytest.raises(SystemExit):
+        resume_check.parse_args(["--stop_epoch", "1"])  # no checkpoint to resume from yet
+
+    def record(masks, losses, sessions=1):
+        summary = {"sessions": sessions, "best_test_accuracy": 0.5, "final_test_accuracy": 0.4,
+                   "train_seconds": 10.0}
+        return {"summary": summary, "masks": masks, "losses": losses}
+
+    reference = record([(0, [1, 0, 1]), (8, [1, 1, 0])], [2.0, 1.0])
+    report = resume_check.comparison({
+        "uninterrupted": reference,
+        "killed": record([(0, [1, 0, 1]), (8, [1, 1, 0])], [2.0, 1.0], sessions=2),
+        "interrupted": record([(0, [1, 0, 1]), (8, [0, 1, 0])], [2.0, 1.25], sessions=2)}).splitlines()
+    assert report[2].startswith("| uninterrupted | 1 | 0: 2, 8: 2 | - |")
+    assert "| killed | 2 | 0: 2, 8: 2 | 2/2 |" in report[3] and "| 0 |" in report[3]
+    assert "| interrupted | 2 | 0: 2, 8: 1 | 1/2 |" in report[4] and "| 0.25 |" in report[4]
