@@ -210,8 +210,11 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
     overhead = [f"compiling steps {summary['compile_seconds']:.1f} s ({100 * summary['compile_share']:.1f} %)"]
     if summary["selection_seconds"]:
         seconds = summary["selection_seconds"]
+        parts = summary.get("selection_parts", {})
+        split = ", ".join(f"{name} {parts[part]:.2f} s" for part, name in
+                          (("probe", "probe"), ("dp", "DP"), ("recalibrate", "recalibration")) if parts.get(part))
         overhead.append(f"selecting {sum(seconds):.1f} s ({100 * sum(seconds) / train_seconds:.1f} %, "
-                        f"{len(seconds)} selections of probe + DP)")
+                        f"{len(seconds)} selections" + (f": {split})" if split else ")"))
     lines.append(f"Inside that time:     {'; '.join(overhead)}")
     if txt_path:
         lines.append(f"Summary file:         {txt_path}")

@@ -371,6 +371,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model_name", default="resnet50", choices=list(models.MODELS),
                         help="model to profile (the registry of main.py)")
+    parser.add_argument("--keras_application", default=None, metavar="NAME",
+                        help="profile a tf.keras.applications backbone instead of --model_name "
+                             "(e.g. DenseNet121, InceptionV3; random init, the registry's head): to "
+                             "check the time model on networks beyond the registry. main.py trains "
+                             "registry models only")
     parser.add_argument("--input_size", type=int, default=224, help="input image side in pixels")
     parser.add_argument("--num_classes", type=positive_int, default=200,
                         help="classifier size; must match the dataset you will train on")
@@ -408,10 +413,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     if args.validate < 0:
         raise UserError("--validate must be 0 (off) or a number of random selections")
+    if args.keras_application:
+        if args.weights != "none":
+            raise UserError("--keras_application profiles random weights; drop --weights")
+        model = models.build_keras_application(args.keras_application, args.num_classes, args.input_size,
+                                               args.bn_mode)
+        args.model_name = models.KERAS_APPLICATION_PREFIX + args.keras_application
+    else:
+        model = models.build_model(args.model_name, args.num_classes, args.input_size, args.weights, args.bn_mode)
     name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size,
                                        args.bn_mode)
     json_path = os.path.join(args.output_dir, name + ".json")
-    model = models.build_model(args.model_name, args.num_classes, args.input_size, args.weights, args.bn_mode)
     profile = None
     if os.path.exists(json_path) and not args.force:
         try:

@@ -305,6 +305,7 @@ class Scheme:
         self.context = context
         self.mask = self.initial_mask(context.model)
         self.penalty: Optional[Callable[[], tf.Tensor]] = None
+        self.overhead: Dict[str, float] = {}  # seconds of each part of re-selecting (probe, dp, ...)
 
     def initial_mask(self, model: tf.keras.Model) -> np.ndarray:
         return np.ones(len(model.trainable_weights), np.uint8)
@@ -320,10 +321,20 @@ class Scheme:
 
     def state(self) -> Dict:
         """What a checkpoint keeps of the scheme (to continue exactly where it stopped)."""
-        return {"mask": self.mask.tolist()}
+        return {"mask": self.mask.tolist(), "overhead": dict(self.overhead)}
 
     def load_state(self, state: Dict) -> None:
         self.mask = np.array(state["mask"], np.uint8)
+        self.overhead = dict(state.get("overhead", {}))
+
+    @contextlib.contextmanager
+    def timed(self, part: str):
+        """Add the block's wall time to `self.overhead[part]`."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.overhead[part] = self.overhead.get(part, 0.0) + time.perf_counter() - start
 
 
 class FullTraining(Scheme):
@@ -391,9 +402,12 @@ class ElasticTraining(Scheme):
         info = self.controller.end_period(self.mask) if self.selections else {}
         recalibrate = self.context.config.recalibrate
         if recalibrate and self.selections and self.selections % recalibrate == 0:
-            info.update(self._recalibrate())
-        importance = normalized(self.importance())
-        mask = self.controller.select(importance)
+            with self.timed("recalibrate"):
+                info.update(self._recalibrate())
+        with self.timed("probe"):  # the first probe also traces and compiles the probe's graph
+            importance = normalized(self.importance())
+        with self.timed("dp"):
+            mask = self.controller.select(importance)
         if not mask.any():  # nothing is worth its time: keep learning in the classifier
             mask = self._head.copy()
         self.mask = mask
@@ -738,7 +752,8 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     summary = summarize(config, profile, state.best_accuracy, state.train_seconds, state.selection_seconds,
                         state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
                         state.evaluation_seconds, state.history, reference)
-    summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions)
+    summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions,
+                   selection_parts={part: scheme.overhead.get(part, 0.0) for part in ("probe", "dp", "recalibrate")})
     return summary
 
 

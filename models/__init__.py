@@ -187,11 +187,19 @@ def build_model(model_name: str, num_classes: int, input_size: int,
                         f"to a .h5 file saved by this project)")
     spec = get_spec(model_name)
     backbone = _build_backbone(model_name, input_size, imagenet=weights_mode == "imagenet")
+    model = _with_head(backbone, spec.preprocess, num_classes, input_size, bn_mode, model_name)
+    if weights_mode not in ("imagenet", "none"):
+        load_weights(model, weights_mode, model_name, num_classes, input_size)
+    return model
 
+
+def _with_head(backbone: tf.keras.Model, preprocess: Callable[[tf.Tensor], tf.Tensor], num_classes: int,
+               input_size: int, bn_mode: str, model_name: str) -> tf.keras.Model:
+    """augmentation -> preprocess -> backbone -> pooling -> dropout -> classifier (logits)."""
     inputs = tf.keras.Input(shape=(input_size, input_size, 3), name="image")
     x = tf.keras.layers.RandomFlip("horizontal", name="random_flip")(inputs)
     x = tf.keras.layers.RandomRotation(0.1, name="random_rotation")(x)
-    x = spec.preprocess(x)
+    x = preprocess(x)
     # frozen: the backbone always runs in inference mode, as in the original; augmentation,
     # dropout and the classifier outside it still follow the training flag.
     x = backbone(x, training=False) if bn_mode == "frozen" else backbone(x)
@@ -199,11 +207,38 @@ def build_model(model_name: str, num_classes: int, input_size: int,
         x = tf.keras.layers.GlobalAveragePooling2D(name="global_pool")(x)
     x = tf.keras.layers.Dropout(0.2, name="dropout")(x)
     outputs = tf.keras.layers.Dense(num_classes, name=CLASSIFIER_NAME)(x)
-    model = tf.keras.Model(inputs, outputs, name=f"{model_name}_classifier")
+    return tf.keras.Model(inputs, outputs, name=f"{model_name}_classifier")
 
-    if weights_mode not in ("imagenet", "none"):
-        load_weights(model, weights_mode, model_name, num_classes, input_size)
-    return model
+
+KERAS_APPLICATION_PREFIX = "keras."
+
+
+def keras_applications() -> List[str]:
+    """Names of the tf.keras.applications constructors (DenseNet121, InceptionV3, ...)."""
+    return sorted(name for name in dir(tf.keras.applications)
+                  if name[:1].isupper() and callable(getattr(tf.keras.applications, name)))
+
+
+def build_keras_application(name: str, num_classes: int, input_size: int, bn_mode: str = "frozen") -> tf.keras.Model:
+    """Any tf.keras.applications backbone (random init) with the registry's head, named
+    "keras.<name>": for profiling and validating the time model on networks beyond the
+    registry (branching, densely connected). Inputs are scaled to [-1, 1]; timings do not depend
+    on the preprocessing or the weights' values."""
+    if name not in keras_applications():
+        raise UserError(f"unknown Keras application {name!r}; choose one of: {', '.join(keras_applications())}")
+    if bn_mode not in BN_MODES:
+        raise UserError(f"unknown BatchNorm mode {bn_mode!r}; choose one of: {', '.join(BN_MODES)}")
+    try:
+        backbone = getattr(tf.keras.applications, name)(include_top=False, weights=None,
+                                                        input_shape=(input_size, input_size, 3))
+    except ValueError as error:  # e.g. an input below the network's minimum size
+        raise UserError(f"{name} at {input_size} px: {error}") from None
+    for layer in backbone.layers:
+        if isinstance(layer, tf.keras.layers.BatchNormalization):
+            layer.momentum = min(layer.momentum, BATCH_NORM_MOMENTUM)
+    backbone = tf.keras.Model(backbone.inputs, backbone.outputs, name=name.lower())
+    return _with_head(backbone, lambda x: x / 127.5 - 1.0, num_classes, input_size, bn_mode,
+                      KERAS_APPLICATION_PREFIX + name)
 
 
 def owner_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:

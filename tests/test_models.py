@@ -124,3 +124,11 @@ def test_bn_mode_decides_whether_a_training_step_moves_batchnorm_statistics(bn_m
 def test_unknown_bn_mode_is_refused():
     with pytest.raises(UserError, match="unknown BatchNorm mode 'eval'; choose one of: frozen, train"):
         models.build_model("mobilenetv2", 3, 32, weights="none", bn_mode="eval")
+
+
+def test_keras_applications_beyond_the_registry_get_the_same_head():
+    model = models.build_keras_application("MobileNet", 5, 32, bn_mode="frozen")
+    assert model.name == "keras.MobileNet_classifier" and model.output_shape == (None, 5)
+    assert models.owner_layers(model)[-1].name == models.CLASSIFIER_NAME
+    with pytest.raises(UserError, match="unknown Keras application 'Nope'.*DenseNet121"):
+        models.build_keras_application("Nope", 5, 32)

@@ -126,7 +126,19 @@ def nested_cnn() -> tf.keras.Model:
     return tf.keras.Model(inputs, tf.keras.layers.Dense(4, name="classifier")(x))
 
 
-@pytest.mark.parametrize("build", [tiny_transformer, nested_cnn])
+def branching_cnn() -> tf.keras.Model:
+    """Two parallel conv paths (3x3 and 1x1-then-3x3) from one stem, joined by concatenation."""
+    inputs = tf.keras.Input((32, 32, 3))
+    x = tf.keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="stem")(inputs)
+    left = tf.keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="left")(x)
+    right = tf.keras.layers.Conv2D(4, 1, activation="relu", name="right_reduce")(x)
+    right = tf.keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="right")(right)
+    x = tf.keras.layers.Concatenate()([left, right])
+    x = tf.keras.layers.GlobalAveragePooling2D()(x)
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(4, name="classifier")(x))
+
+
+@pytest.mark.parametrize("build", [tiny_transformer, nested_cnn, branching_cnn])
 def test_live_profile_of_any_keras_model(build, tmp_path):
     tf.keras.utils.set_random_seed(0)
     model = build()

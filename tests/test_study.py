@@ -150,3 +150,27 @@ def test_speedup_to_target_needs_every_reference_seed_to_get_there(tmp_path):
     by_name = {row["config"]: row for row in rows}
     assert by_name["elastic_training_rho0.4_exact"]["speedup_to_target"] is None
     assert "nan" not in study_table.markdown(rows, 0.69)
+
+
+def test_overhead_bench_runs_parse_and_its_report_splits_the_overhead(protocol):
+    import bench_overhead
+    import main
+
+    args = bench_overhead.parse_args(["--rho", "0.5", "--epochs", "2", "--interval", "1"])
+    jobs = bench_overhead.runs(args)
+    parsed = [main.parse_args(flags) for _, flags in jobs]
+    assert [p.train_type for p in parsed] == ["full_training", "elastic_training"]
+    assert parsed[1].rho == 0.5 and all(p.num_epochs == 2 and p.bn_mode == "frozen" for p in parsed)
+
+    def summary(name, seconds, step_ms, compile_s, parts):
+        return {"run_name": name, "train_seconds": seconds, "median_step_ms": step_ms, "compile_seconds": compile_s,
+                "evaluation_seconds": 5.0, "selection_parts": parts, "step_time_ratio_live": 0.5,
+                "reference_full_step_ms": 200.0}
+
+    full = summary("full_training", 200.0, 200.0, 4.0, {})
+    elastic = summary("elastic", 110.0, 100.0, 6.0, {"probe": 3.0, "dp": 0.5, "recalibrate": 0.0})
+    text = bench_overhead.report(full, elastic, {"full_training": 260.0, "elastic": 170.0})
+    assert "| elastic | 110.0 | 170 | 100.0 | 3.00 | 0.500 | 6.00 | 5.0 | 8.6 |" in text
+    assert "step ratio (median steps, elastic / full): 0.500" in text
+    assert "(training, evaluation excluded): 0.550 (1.82x faster)" in text
+    assert "(whole process: start-up, evaluations, live reference): 0.654" in text
