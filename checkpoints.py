@@ -2,8 +2,9 @@
 
 A checkpoint holds, in one `tf.train.Checkpoint` written atomically by a
 `tf.train.CheckpointManager` (the last few kept): the model's variables (weights, BatchNorm
-statistics, augmentation RNG states), the optimizer's (slots and iterations, hence where the
-learning-rate and weight-decay schedules are) and the loop's state as JSON (epoch, position in
+statistics), the optimizer's (slots and iterations, hence where the
+learning-rate and weight-decay schedules are), the states of the random generators of
+augmentation and dropout (Keras leaves them out of a model's checkpoint) and the loop's state as JSON (epoch, position in
 the epoch, global step, best accuracy, wall time so far, the scheme's state such as the elastic
 selection and its closed-loop correction, the history). The data order needs no state: epoch e
 is shuffled with its own seed (data.Epochs), so a resumed run skips to its position.
@@ -20,6 +21,7 @@ from typing import Dict, List, Mapping, Sequence
 
 import tensorflow as tf
 
+import models
 from utils import UserError
 
 STATE_VERSION = 1
@@ -67,7 +69,8 @@ class RunCheckpoints:
     def __init__(self, run_dir: str, model: tf.keras.Model, optimizer, keep: int = KEEP):
         self.directory = checkpoint_dir(run_dir)
         self._state = tf.Variable("", dtype=tf.string, trainable=False, name="loop_state")
-        self._checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, loop_state=self._state)
+        self._checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, loop_state=self._state,
+                                               random_states=models.random_states(model))
         self._keep = keep
         self._manager = tf.train.CheckpointManager(self._checkpoint, self.directory, max_to_keep=keep)
 

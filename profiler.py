@@ -32,8 +32,8 @@ import tensorflow as tf  # noqa: E402
 
 import models  # noqa: E402
 import profile_tables  # noqa: E402
-from train_step import (TrainStep, forward_function, make_optimizer, typical_ms,  # noqa: E402
-                        wall_time_samples, wall_times_ms)
+from train_step import (TrainStep, forward_function, make_optimizer, shared_forward,  # noqa: E402
+                        typical_ms, wall_time_samples, wall_times_ms)
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli  # noqa: E402
 
 
@@ -287,8 +287,9 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
     snapshot = model.get_weights()
     setup = make_optimizer(optimizer, 1e-4, 5e-4, 1000)
     try:
-        trainers = [TrainStep(model, setup.optimizer, [w for w, k in zip(model.trainable_weights, m) if k])
-                    for _, m in masks]
+        forward = shared_forward(model)  # steps built as training builds them (train.StepCache)
+        trainers = [TrainStep(model, setup.optimizer, [w for w, k in zip(model.trainable_weights, m) if k],
+                              forward=forward) for _, m in masks]
         for trainer in trainers:
             for _ in range(2):
                 trainer(images, labels)[0].numpy()

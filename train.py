@@ -27,8 +27,8 @@ import profile_tables
 import selection_solver_DP as solver
 from checkpoints import RunCheckpoints
 from run_outputs import RunOutputs
-from train_step import (OptimizerSetup, TrainStep, classification_loss, make_optimizer, typical_ms,
-                        variables_by_mask, wall_time_samples, wall_times_ms)
+from train_step import (Forward, OptimizerSetup, TrainStep, classification_loss, make_optimizer, shared_forward,
+                        typical_ms, variables_by_mask, wall_time_samples, wall_times_ms)
 from utils import UserError
 
 NORMALIZATION_LAYERS = (tf.keras.layers.BatchNormalization, tf.keras.layers.LayerNormalization,
@@ -106,13 +106,16 @@ class ImportanceProbe:
     (slots, iterations, hence the schedules' step) and restores them bit for bit.
     """
 
-    def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer):
+    def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer,
+                 forward: Optional[Forward] = None):
         self.model, self.optimizer = model, optimizer
+        self.forward = forward or (lambda images: model(images, training=True))  # the run's shared one
         self._gradients = tf.function(self._compute_gradients)
 
     def _compute_gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
         with tf.GradientTape() as tape:
-            loss = classification_loss(labels, self.model(images, training=True))
+            tape.watch(self.model.trainable_weights)
+            loss = classification_loss(labels, self.forward(images))
         return tape.gradient(loss, self.model.trainable_weights)
 
     def loss_change(self, batches: Sequence) -> np.ndarray:
@@ -145,12 +148,13 @@ def preserved_state(model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy
     Optimizer slots the block creates are reset to zeros, their value had they been created
     later by training.
     """
-    model_state = [v.numpy() for v in model.variables]
+    model_variables = list(model.variables) + models.random_states(model)
+    model_state = [v.numpy() for v in model_variables]
     optimizer_state = {v.ref(): v.numpy() for v in optimizer.variables()}
     try:
         yield
     finally:
-        for variable, value in zip(model.variables, model_state):
+        for variable, value in zip(model_variables, model_state):
             variable.assign(value)
         for variable in optimizer.variables():
             variable.assign(optimizer_state.get(
@@ -373,7 +377,7 @@ class ElasticTraining(Scheme):
         super().__init__(context)
         config = context.config
         self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode)
-        self.probe = ImportanceProbe(context.model, context.setup.optimizer)
+        self.probe = ImportanceProbe(context.model, context.setup.optimizer, context.steps.forward)
         self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
         self._head = classifier_mask(context.model)
         self.selections = 0
@@ -493,6 +497,7 @@ class StepCache:
     def __init__(self, model: tf.keras.Model, optimizer, capacity: int = CACHED_STEPS):
         self.model, self.optimizer, self.capacity = model, optimizer, capacity
         self.penalty: Optional[Callable[[], tf.Tensor]] = None
+        self.forward = shared_forward(model)  # traced once for every selection's step
         self._steps: "collections.OrderedDict[bytes, TrainStep]" = collections.OrderedDict()
 
     def has(self, mask: np.ndarray) -> bool:
@@ -504,7 +509,7 @@ class StepCache:
         if key in self._steps:
             self._steps.move_to_end(key)
             return self._steps[key]
-        step = TrainStep(self.model, self.optimizer, variables_by_mask(self.model, mask), self.penalty)
+        step = TrainStep(self.model, self.optimizer, variables_by_mask(self.model, mask), self.penalty, self.forward)
         self._steps[key] = step
         while len(self._steps) > self.capacity:
             self._steps.popitem(last=False)

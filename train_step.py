@@ -60,26 +60,46 @@ def classification_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
 Penalty = Callable[[], tf.Tensor]
 
 
+Forward = Callable[[tf.Tensor], tf.Tensor]
+
+
+def shared_forward(model: tf.keras.Model) -> Forward:
+    """The model's training-mode forward pass as one tf.function for every step of a run.
+
+    A TrainStep that calls it traces the model (and, on the first gradient, its backward
+    function) once per run instead of once per selection: a new selection then traces only
+    the call, the gradient call and its optimizer updates, which roughly halves its tracing
+    time. When the step runs, TensorFlow inlines both functions and prunes the gradients no
+    selected tensor needs, so the ops that execute, and the step time, are those of a step
+    traced in one piece (BENCHMARKS.md, "Compiling a new selection").
+    """
+    return tf.function(lambda images: model(images, training=True))
+
+
 class TrainStep:
     """A tf.function that trains `variables` on one batch and returns (loss, logits).
 
-    Tracing records the graph names of the loss and of each gradient in `self.graph_names`;
-    the profiler reads them to map the step's ops to tensors.
+    With `forward` (see shared_forward) the model's forward pass is that shared function;
+    without, the step traces the model itself. Tracing records the graph names of the loss and
+    of each gradient in `self.graph_names`; the profiler reads them to map the step's ops to
+    tensors, so it uses steps traced in one piece.
     """
 
     def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer,
-                 variables: Sequence[tf.Variable], penalty: Optional[Penalty] = None):
+                 variables: Sequence[tf.Variable], penalty: Optional[Penalty] = None,
+                 forward: Optional[Forward] = None):
         self.model = model
         self.optimizer = optimizer
         self.variables = list(variables)
         self.penalty = penalty
+        self.forward = forward
         self.graph_names: Dict[str, object] = {}
         self.function = tf.function(self._step)
 
     def _step(self, images: tf.Tensor, labels: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(self.variables)
-            logits = self.model(images, training=True)
+            logits = self.forward(images) if self.forward is not None else self.model(images, training=True)
             loss = classification_loss(labels, logits)
             objective = loss + self.penalty() if self.penalty is not None else loss
         gradients = tape.gradient(objective, self.variables)

@@ -205,7 +205,10 @@ def _with_head(backbone: tf.keras.Model, preprocess: Callable[[tf.Tensor], tf.Te
     x = backbone(x, training=False) if bn_mode == "frozen" else backbone(x)
     if len(x.shape) == 4:  # CNN feature maps; ViT already returns its class token
         x = tf.keras.layers.GlobalAveragePooling2D(name="global_pool")(x)
-    x = tf.keras.layers.Dropout(0.2, name="dropout")(x)
+    # force_generator: the dropout masks come from a tf.random.Generator whose state checkpoints
+    # keep (Keras's default draws from TensorFlow's global RNG, which no checkpoint can restore),
+    # so a resumed run continues the uninterrupted run's random stream.
+    x = tf.keras.layers.Dropout(0.2, name="dropout", force_generator=True)(x)
     outputs = tf.keras.layers.Dense(num_classes, name=CLASSIFIER_NAME)(x)
     return tf.keras.Model(inputs, outputs, name=f"{model_name}_classifier")
 
@@ -239,6 +242,19 @@ def build_keras_application(name: str, num_classes: int, input_size: int, bn_mod
     backbone = tf.keras.Model(backbone.inputs, backbone.outputs, name=name.lower())
     return _with_head(backbone, lambda x: x / 127.5 - 1.0, num_classes, input_size, bn_mode,
                       KERAS_APPLICATION_PREFIX + name)
+
+
+def random_states(model: tf.keras.Model) -> List[tf.Variable]:
+    """The state variables of the random generators of `model`'s random layers (augmentation,
+    dropout; nested models included). They are not among `model.variables`, and Keras does not
+    checkpoint them: callers that must replay a run's random stream save them explicitly.
+    (Keras keeps each layer's generator in the private `_random_generator._generator`.)"""
+    states = []
+    for layer in model._flatten_layers(include_self=False):
+        generator = getattr(getattr(layer, "_random_generator", None), "_generator", None)
+        if isinstance(generator, tf.random.Generator):
+            states.append(generator.state)
+    return states
 
 
 def owner_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:

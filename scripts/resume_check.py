@@ -13,8 +13,8 @@ embedded dataset with the headline study's MobileNetV2 protocol, a selection eve
                  prints the command that continues it), then that command.
 It prints how each stopped and where it resumed, and compares the three: every selection's
 mask, the per-epoch training loss, best and final test accuracy and training seconds (which add
-up across sessions). Dropout draws from TensorFlow's global generator, which a checkpoint does
-not hold, so a model with dropout matches an uninterrupted run within noise, not bit for bit.
+up across sessions). Checkpoints hold the random generators of augmentation and dropout, so the
+resumed runs should make exactly the uninterrupted run's selections.
 Logs: <logdir>/<run>/ (TensorBoard) and <logdir>/<run>.log (the processes' output).
 """
 from __future__ import annotations

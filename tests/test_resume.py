@@ -60,13 +60,23 @@ class SignalAt:
         return self._probes.probe(start, batches)
 
 
-def elastic_run(tmp_path, epochs: int, name: str = "run"):
-    """A tiny model (no dropout or augmentation: runs are exactly reproducible), an open-loop
-    elastic config re-selecting every 2 steps, and the run's outputs."""
+def random_tiny_model() -> tf.keras.Model:
+    """The tiny model with augmentation and dropout drawing from generators, as the registry's
+    models do (models._with_head)."""
+    inner = tiny_model()
+    inputs = tf.keras.Input((16, 16, 3))
+    x = tf.keras.layers.RandomFlip("horizontal")(inputs)
+    x = tf.keras.Model(inner.inputs, inner.layers[-2].output)(x)
+    x = tf.keras.layers.Dropout(0.5, force_generator=True)(x)
+    return tf.keras.Model(inputs, inner.layers[-1](x))
+
+
+def elastic_run(tmp_path, epochs: int, name: str = "run", build=tiny_model):
+    """A tiny model, an open-loop elastic config re-selecting every 2 steps, and the run's outputs."""
     tf.keras.utils.set_random_seed(0)
     run_config = config(train_type="elastic_training", num_epochs=epochs, interval=0.5, logdir=str(tmp_path),
                         reference_steps=0, rho_mode="paper", run_name=name)
-    return tiny_model(), run_config, RunOutputs(str(tmp_path), name, "tiny", 3, 16)
+    return build(), run_config, RunOutputs(str(tmp_path), name, "tiny", 3, 16)
 
 
 def mask_events(run_dir: str):
@@ -78,9 +88,12 @@ def mask_events(run_dir: str):
             accumulator.Tensors("elastic/selection_masks")]
 
 
-@pytest.mark.parametrize("signum, at", [(signal.SIGINT, 2), (signal.SIGTERM, 3)])
-def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted_one(tmp_path, signum, at):
-    model, run_config, outputs = elastic_run(tmp_path, 3)
+@pytest.mark.parametrize("signum, at, build", [(signal.SIGINT, 2, tiny_model), (signal.SIGTERM, 3, tiny_model),
+                                                (signal.SIGINT, 1, random_tiny_model)])
+def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted_one(tmp_path, signum, at,
+                                                                                           build):
+    """Exactly, dropout and augmentation included: their random streams are checkpointed."""
+    model, run_config, outputs = elastic_run(tmp_path, 3, build=build)
     with pytest.raises(train.RunInterrupted) as stopped:
         train.train(run_config, model, SignalAt(at, signum), tiny_data(), 4, outputs, tiny_profile(model),
                     resume_command="python main.py ... --resume")
@@ -88,7 +101,8 @@ def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninter
     assert "Continue with: python main.py ... --resume" in str(stopped.value)
     assert f"step {at + 1} (epoch 1, {at + 1}/4)" in str(stopped.value)  # the current step finished first
 
-    resumed_model = tiny_model()
+    tf.keras.utils.set_random_seed(1)  # what the resumed run draws must come from its checkpoint
+    resumed_model = build()
     outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
     summary = train.train(run_config, resumed_model, SignalAt(-1), tiny_data(), 4, outputs,
                           tiny_profile(resumed_model), resume=True)
@@ -97,7 +111,7 @@ def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninter
     assert steps_of(outputs.run_dir, "test/accuracy") == [4, 8, 12]  # no step twice, none missing
     assert steps_of(outputs.run_dir, "elastic/selected_fraction") == [0, 2, 4, 6, 8, 10]
 
-    reference_model, reference_config, reference_outputs = elastic_run(tmp_path, 3, "uninterrupted")
+    reference_model, reference_config, reference_outputs = elastic_run(tmp_path, 3, "uninterrupted", build)
     reference = train.train(reference_config, reference_model, SignalAt(-1), tiny_data(), 4, reference_outputs,
                             tiny_profile(reference_model))
     reference_outputs.writer.flush()

@@ -170,6 +170,31 @@ def test_repeated_selection_reuses_its_compiled_step():
     assert cache.get(full) is first and cache.get(head) is not None
 
 
+def test_selections_share_one_traced_forward_and_train_as_a_step_traced_whole():
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    images, labels = next(iter(tiny_data()))
+    optimizer = make_optimizer("sgd", 0.05, 5e-4, 10).optimizer
+    optimizer._create_all_weights(model.trainable_weights)
+    cache = train.StepCache(model, optimizer)
+    masks = [train.classifier_mask(model), np.roll(train.classifier_mask(model), -4), np.ones(len(TENSORS), np.uint8)]
+    start = [v.numpy() for v in model.variables]
+    for mask in masks:
+        with train.preserved_state(model, optimizer):
+            shared_loss = float(cache.get(mask)(images, labels)[0])
+            shared = [v.numpy() for v in model.variables]
+        whole = train_step.TrainStep(model, optimizer, train_step.variables_by_mask(model, mask))
+        with train.preserved_state(model, optimizer):
+            assert float(whole(images, labels)[0]) == pytest.approx(shared_loss, rel=1e-6)
+            for a, b, before in zip(shared, [v.numpy() for v in model.variables], start):
+                np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+        selected = train_step.variables_by_mask(model, mask)
+        for variable, after, before in zip(model.variables, shared, start):  # exactly the selection trained
+            if any(variable is w for w in model.trainable_weights):
+                assert (not np.array_equal(after, before)) == any(variable is w for w in selected), variable.name
+    assert cache.forward.experimental_get_tracing_count() == 1  # the model was traced once for three steps
+
+
 def test_evicted_steps_free_their_graphs():
     """Re-selection must not leak: a compiled step dropped from the cache frees its graph."""
     import gc
