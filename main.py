@@ -27,7 +27,8 @@ import models  # noqa: E402
 import profile_tables  # noqa: E402
 import selection_solver_DP as solver  # noqa: E402
 from run_outputs import RunOutputs, unique_run_name  # noqa: E402
-from train import SCHEMES, TrainConfig, load_profile_for, train  # noqa: E402
+from schemes import SCHEMES  # noqa: E402
+from train import TrainConfig, load_profile_for, train  # noqa: E402
 from train_step import OPTIMIZERS  # noqa: E402
 from utils import UserError, ensure_writable_dir, positive_int, read_json, run_cli, str2bool  # noqa: E402
 

@@ -6,6 +6,7 @@ tensor instead of computing (and pruning) gradient ops for the whole model.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -14,6 +15,8 @@ import numpy as np
 
 import tensorflow as tf
 import tensorflow_addons as tfa
+
+import models
 
 MOMENTUM = 0.9
 OPTIMIZERS = ("sgd", "adam")
@@ -173,3 +176,23 @@ def typical_ms(samples: Sequence[float]) -> float:
 def wall_times_ms(functions: Sequence[Callable[[], object]], steps: int, block: int = 5) -> List[float]:
     """Typical wall time (ms) of each function over `steps` block-interleaved calls."""
     return [typical_ms(s) for s in wall_time_samples(functions, steps, block)]
+
+
+@contextlib.contextmanager
+def preserved_state(model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer):
+    """Run a block, then put every model and optimizer variable back exactly as it was.
+
+    Optimizer slots the block creates are reset to zeros, their value had they been created
+    later by training.
+    """
+    model_variables = list(model.variables) + models.random_states(model)
+    model_state = [v.numpy() for v in model_variables]
+    optimizer_state = {v.ref(): v.numpy() for v in optimizer.variables()}
+    try:
+        yield
+    finally:
+        for variable, value in zip(model_variables, model_state):
+            variable.assign(value)
+        for variable in optimizer.variables():
+            variable.assign(optimizer_state.get(
+                variable.ref(), np.zeros(variable.shape, variable.dtype.as_numpy_dtype)))

@@ -44,6 +44,7 @@ def main(argv=None) -> int:
     import models
     import profile_tables
     import profiler
+    import schemes
     import train
     from train_step import make_optimizer, typical_ms, wall_time_samples, wall_times_ms
 
@@ -58,9 +59,9 @@ def main(argv=None) -> int:
     batch = next(batches)
     setup = make_optimizer("sgd", 1e-3, 5e-4, 10_000)
     cache = train.StepCache(model, setup.optimizer, capacity=64)
-    importance = train.normalized(train.ImportanceProbe(model, setup.optimizer).loss_change([batch]))
+    importance = schemes.normalized(schemes.ImportanceProbe(model, setup.optimizer).loss_change([batch]))
     owners = models.owner_layers(model)
-    masks = [train.classifier_mask(model), np.array([o is owners[0] for o in owners], np.uint8),
+    masks = [schemes.classifier_mask(model), np.array([o is owners[0] for o in owners], np.uint8),
              np.ones(len(owners), np.uint8)]  # classifier only, deepest layer only, full
     calibration = [cache.get(mask) for mask in masks]
     full = calibration[2]
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
           f"{'median open':>13}{'closed':>10}")
     for rho in args.rhos:
         try:
-            controller = train.StepTimeController(profile, rho)
+            controller = schemes.StepTimeController(profile, rho)
         except UserError as error:  # rho below what the forward pass alone costs
             print(f"{rho:>5.2f}  infeasible: {error}")
             continue

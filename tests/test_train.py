@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import selection_solver_DP as solver
+import schemes
 import train
 import train_step
 from run_outputs import RunOutputs
@@ -57,9 +58,9 @@ def config(**overrides) -> train.TrainConfig:
     return train.TrainConfig(**values)
 
 
-def make_context(model, train_type: str, **overrides) -> train.Context:
+def make_context(model, train_type: str, **overrides) -> schemes.Context:
     setup = make_optimizer("sgd", 0.05, 5e-4, 100)
-    return train.Context(model, setup, config(train_type=train_type, **overrides), 4, tiny_data(),
+    return schemes.Context(model, setup, config(train_type=train_type, **overrides), 4, tiny_data(),
                          tiny_profile(model), train.StepCache(model, setup.optimizer))
 
 
@@ -74,13 +75,13 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("train_type", sorted(train.SCHEMES))
+@pytest.mark.parametrize("train_type", sorted(schemes.SCHEMES))
 def test_each_scheme_trains_exactly_its_tensors(train_type):
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
     assert [w.name for w in model.trainable_weights] == TENSORS
     context = make_context(model, train_type)
-    scheme = train.SCHEMES[train_type](context)
+    scheme = schemes.SCHEMES[train_type](context)
     context.steps.penalty = scheme.penalty
     if scheme.needs_profile:
         scheme.reselect(0)
@@ -99,9 +100,9 @@ def test_each_scheme_trains_exactly_its_tensors(train_type):
 
 def test_prune_training_penalises_kernels_only():
     model = tiny_model()
-    assert [v.name for v in train.kernels(model)] == ["conv/kernel:0", "conv2/kernel:0", "classifier/kernel:0"]
-    scheme = train.SCHEMES["prune_training"](make_context(model, "prune_training"))
-    expected = train.PRUNE_PENALTY * sum(float(np.abs(k.numpy()).sum()) for k in train.kernels(model))
+    assert [v.name for v in schemes.kernels(model)] == ["conv/kernel:0", "conv2/kernel:0", "classifier/kernel:0"]
+    scheme = schemes.SCHEMES["prune_training"](make_context(model, "prune_training"))
+    expected = schemes.PRUNE_PENALTY * sum(float(np.abs(k.numpy()).sum()) for k in schemes.kernels(model))
     assert float(scheme.penalty()) == pytest.approx(expected, rel=1e-5)
 
 
@@ -114,11 +115,11 @@ def test_probe_leaves_weights_and_optimizer_state_bit_identical(optimizer_name):
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
     setup = make_optimizer(optimizer_name, 0.05, 5e-4, 100)
-    step = train.StepCache(model, setup.optimizer).get(train.classifier_mask(model))
+    step = train.StepCache(model, setup.optimizer).get(schemes.classifier_mask(model))
     for images, labels in tiny_data().take(3):  # momentum and iterations are non-trivial now
         step(images, labels)
     weights_before, optimizer_before = _state(model, setup.optimizer)
-    probe = train.ImportanceProbe(model, setup.optimizer)
+    probe = schemes.ImportanceProbe(model, setup.optimizer)
     batches = list(tiny_data(seed=1).take(2))
     importance = probe.loss_change(batches)
     weights_after, optimizer_after = _state(model, setup.optimizer)
@@ -142,11 +143,11 @@ def test_importance_is_the_first_order_loss_change():
     model = tiny_model()
     setup = make_optimizer("sgd", 1e-5, 0.0, 100)  # a small step: first order holds
     images, labels = next(iter(tiny_data()))
-    loss = lambda: float(train.classification_loss(labels, model(images, training=True)))  # noqa: E731
-    probe = train.ImportanceProbe(model, setup.optimizer)
+    loss = lambda: float(train_step.classification_loss(labels, model(images, training=True)))  # noqa: E731
+    probe = schemes.ImportanceProbe(model, setup.optimizer)
     importance = probe.loss_change([(images, labels)])
     before = loss()
-    with train.preserved_state(model, setup.optimizer):
+    with train_step.preserved_state(model, setup.optimizer):
         setup.optimizer.apply_gradients(zip(probe._gradients(images, labels), model.trainable_weights))
         after = loss()
     assert before - after > 0
@@ -156,7 +157,7 @@ def test_importance_is_the_first_order_loss_change():
 def test_repeated_selection_reuses_its_compiled_step():
     model = tiny_model()
     cache = train.StepCache(model, make_optimizer("sgd", 0.01, 0, 10).optimizer, capacity=2)
-    full, head = np.ones(len(TENSORS), np.uint8), train.classifier_mask(model)
+    full, head = np.ones(len(TENSORS), np.uint8), schemes.classifier_mask(model)
     images, labels = next(iter(tiny_data()))
     first = cache.get(full)
     for _ in range(2):  # the first call also creates the optimizer's slots (a second trace)
@@ -177,14 +178,14 @@ def test_selections_share_one_traced_forward_and_train_as_a_step_traced_whole():
     optimizer = make_optimizer("sgd", 0.05, 5e-4, 10).optimizer
     optimizer._create_all_weights(model.trainable_weights)
     cache = train.StepCache(model, optimizer)
-    masks = [train.classifier_mask(model), np.roll(train.classifier_mask(model), -4), np.ones(len(TENSORS), np.uint8)]
+    masks = [schemes.classifier_mask(model), np.roll(schemes.classifier_mask(model), -4), np.ones(len(TENSORS), np.uint8)]
     start = [v.numpy() for v in model.variables]
     for mask in masks:
-        with train.preserved_state(model, optimizer):
+        with train_step.preserved_state(model, optimizer):
             shared_loss = float(cache.get(mask)(images, labels)[0])
             shared = [v.numpy() for v in model.variables]
         whole = train_step.TrainStep(model, optimizer, train_step.variables_by_mask(model, mask))
-        with train.preserved_state(model, optimizer):
+        with train_step.preserved_state(model, optimizer):
             assert float(whole(images, labels)[0]) == pytest.approx(shared_loss, rel=1e-6)
             for a, b, before in zip(shared, [v.numpy() for v in model.variables], start):
                 np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
@@ -216,7 +217,7 @@ def test_evicted_steps_free_their_graphs():
 def test_controller_closes_the_loop():
     model = tiny_model()
     profile = tiny_profile(model)
-    controller = train.StepTimeController(profile, rho=0.7)
+    controller = schemes.StepTimeController(profile, rho=0.7)
     importance = np.ones(len(TENSORS))
     mask = controller.select(importance)
     predicted = controller.predicted_ms(mask)
@@ -230,7 +231,7 @@ def test_controller_closes_the_loop():
     assert 1.3 * controller.predicted_ms(corrected) <= controller.target_ms + 1e-9
     assert corrected.sum() < mask.sum()
     with pytest.raises(UserError, match="smallest feasible rho for this profile is"):
-        train.StepTimeController(profile, rho=0.3)
+        schemes.StepTimeController(profile, rho=0.3)
     for _ in range(10):  # a machine 3x slower than the profile: even one tensor overshoots
         controller.observe(3 * controller.predicted_ms(corrected))
     controller.end_period(corrected)
@@ -258,7 +259,7 @@ def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
 def test_paper_rho_mode_selects_within_the_originals_budget_and_keeps_the_loop_open():
     model = tiny_model()
     profile = tiny_profile(model)  # 19 ms of backward pass, T_fp 10, T_full 29
-    controller = train.StepTimeController(profile, rho=0.6, rho_mode="paper")
+    controller = schemes.StepTimeController(profile, rho=0.6, rho_mode="paper")
     disco = solver.paper_disco(controller.t_dy, controller.t_dw)
     assert controller.budget_ms() == pytest.approx((0.6 - 1 / 3) * 1.5 * disco * 19)
     mask = controller.select(np.ones(len(TENSORS)))
@@ -312,7 +313,7 @@ def test_live_reference_leaves_weights_and_optimizer_state_untouched():
     model = tiny_model()
     setup = make_optimizer("sgd", 0.05, 5e-4, 100)
     cache = train.StepCache(model, setup.optimizer)
-    head = train.classifier_mask(model)
+    head = schemes.classifier_mask(model)
     batch = next(iter(tiny_data()))
     for _ in range(3):
         cache.get(head)(*batch)
@@ -335,7 +336,7 @@ def test_static_top_and_paper_selection_use_the_originals_floored_units():
     for k, tensor in enumerate(profile["tensors"]):  # the two classifier tensors: 0.01 ms each
         if k >= 7:
             tensor["t_dw_ms"], tensor["t_dy_ms"] = 0.01, 0.0
-    controller = train.StepTimeController(profile, rho=0.5, rho_mode="paper")
+    controller = schemes.StepTimeController(profile, rho=0.5, rho_mode="paper")
     t_dy_q, t_dw_q, budget = solver.paper_problem(controller.t_dy, controller.t_dw, 0.5)
     assert list(t_dw_q[:2]) == [0, 0] and budget >= 0
     chosen = controller.select(np.ones(len(TENSORS)))

@@ -1,0 +1,100 @@
+"""What every scheme shares: the context it may use, the base class, and variable roles."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+import data
+import models
+from train_step import OptimizerSetup
+
+if TYPE_CHECKING:  # the loop's types, for annotations only (train imports this package)
+    from train import StepCache, TrainConfig
+
+NORMALIZATION_LAYERS = (tf.keras.layers.BatchNormalization, tf.keras.layers.LayerNormalization,
+                        tf.keras.layers.GroupNormalization)
+
+
+def classifier_mask(model: tf.keras.Model) -> np.ndarray:
+    """Tensors of the layer nearest the loss (the classifier)."""
+    return np.isin(np.arange(len(model.trainable_weights)), models.head_indices(model)).astype(np.uint8)
+
+
+def bn_plus_bias_mask(model: tf.keras.Model) -> np.ndarray:
+    """Normalization gammas/betas, every layer's bias, and the classifier."""
+    roles = [isinstance(owner, NORMALIZATION_LAYERS) or variable is getattr(owner, "bias", None)
+             for owner, variable in zip(models.owner_layers(model), model.trainable_weights)]
+    return np.array(roles, np.uint8) | classifier_mask(model)
+
+
+def kernels(model: tf.keras.Model) -> List[tf.Variable]:
+    """Weight kernels of convolutional and dense layers (by role, not by name)."""
+    found = []
+    for owner, variable in zip(models.owner_layers(model), model.trainable_weights):
+        if any(variable is getattr(owner, name, None)
+               for name in ("kernel", "depthwise_kernel", "pointwise_kernel")):
+            found.append(variable)
+    return found
+
+
+@dataclasses.dataclass
+class Context:
+    """What schemes may use: the model, its optimizer, the run's settings and data."""
+
+    model: tf.keras.Model
+    setup: OptimizerSetup
+    config: TrainConfig
+    steps_per_epoch: int
+    train_data: "data.Epochs | data.FixedEpochs"
+    profile: Optional[Dict]
+    steps: "StepCache"
+
+    def __post_init__(self):
+        if isinstance(self.train_data, tf.data.Dataset):
+            self.train_data = data.FixedEpochs(self.train_data)
+
+
+class Scheme:
+    """Trains a fixed set of tensors chosen by `initial_mask`; never re-selects."""
+
+    needs_profile = False
+
+    def __init__(self, context: Context):
+        self.context = context
+        self.mask = self.initial_mask(context.model)
+        self.penalty: Optional[Callable[[], tf.Tensor]] = None
+        self.overhead: Dict[str, float] = {}  # seconds of each part of re-selecting (probe, dp, ...)
+
+    def initial_mask(self, model: tf.keras.Model) -> np.ndarray:
+        return np.ones(len(model.trainable_weights), np.uint8)
+
+    def due(self, step: int) -> bool:
+        return False
+
+    def reselect(self, step: int) -> Dict[str, float]:
+        return {}
+
+    def observe_step(self, step_ms: float) -> None:
+        pass
+
+    def state(self) -> Dict:
+        """What a checkpoint keeps of the scheme (to continue exactly where it stopped)."""
+        return {"mask": self.mask.tolist(), "overhead": dict(self.overhead)}
+
+    def load_state(self, state: Dict) -> None:
+        self.mask = np.array(state["mask"], np.uint8)
+        self.overhead = dict(state.get("overhead", {}))
+
+    @contextlib.contextmanager
+    def timed(self, part: str):
+        """Add the block's wall time to `self.overhead[part]`."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.overhead[part] = self.overhead.get(part, 0.0) + time.perf_counter() - start

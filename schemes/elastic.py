@@ -1,0 +1,156 @@
+"""ElasticTrainer: importance of each tensor from a probe step, and a DP selection under the
+time budget every `interval` epochs; and its importance ablations."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+import models
+from schemes.base import Context, Scheme, classifier_mask
+from schemes.time_budget import StepTimeController
+from train_step import Forward, classification_loss, preserved_state, wall_times_ms
+
+
+class ImportanceProbe:
+    """Tensor importance on probe batches, leaving weights and optimizer state untouched.
+
+    ElasticTrainer's importance of tensor k is I_k = -sum(g1 * dw0): dw0 is the update one real
+    optimizer step makes from the current weights, g1 the gradient after it (a first-order
+    estimate of how much that update lowers the loss). The probe snapshots every model
+    variable (including BatchNorm statistics and RNG states) and every optimizer variable
+    (slots, iterations, hence the schedules' step) and restores them bit for bit.
+    """
+
+    def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer,
+                 forward: Optional[Forward] = None):
+        self.model, self.optimizer = model, optimizer
+        self.forward = forward or (lambda images: model(images, training=True))  # the run's shared one
+        self._gradients = tf.function(self._compute_gradients)
+
+    def _compute_gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
+        with tf.GradientTape() as tape:
+            tape.watch(self.model.trainable_weights)
+            loss = classification_loss(labels, self.forward(images))
+        return tape.gradient(loss, self.model.trainable_weights)
+
+    def loss_change(self, batches: Sequence) -> np.ndarray:
+        """-sum(g1 * dw0) per tensor, averaged over batches (forward order)."""
+        weights = self.model.trainable_weights
+        totals = np.zeros(len(weights))
+        for images, labels in batches:
+            with preserved_state(self.model, self.optimizer):
+                start = [w.numpy() for w in weights]
+                self.optimizer.apply_gradients(zip(self._gradients(images, labels), weights),
+                                               experimental_aggregate_gradients=False)
+                deltas = [w.numpy() - s for w, s in zip(weights, start)]
+                after = self._gradients(images, labels)
+                totals -= [float(np.sum(g.numpy() * d)) for g, d in zip(after, deltas)]
+        return totals / max(len(batches), 1)
+
+    def gradient_magnitude(self, batches: Sequence) -> np.ndarray:
+        """sum(|g|) per tensor, averaged over batches (ablation)."""
+        totals = np.zeros(len(self.model.trainable_weights))
+        with preserved_state(self.model, self.optimizer):
+            for images, labels in batches:
+                totals += [float(tf.reduce_sum(tf.abs(g))) for g in self._gradients(images, labels)]
+        return totals / max(len(batches), 1)
+
+
+def normalized(importance: np.ndarray) -> np.ndarray:
+    """Importance scaled by max |I| (zeros stay zeros)."""
+    peak = float(np.max(np.abs(importance))) if importance.size else 0.0
+    return importance / peak if peak > 0 else importance
+
+
+class ElasticTraining(Scheme):
+    """ElasticTrainer: every `interval` epochs, evaluate importance and solve the selection DP."""
+
+    needs_profile = True
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        config = context.config
+        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode)
+        self.probe = ImportanceProbe(context.model, context.setup.optimizer, context.steps.forward)
+        self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
+        self._head = classifier_mask(context.model)
+        self.selections = 0
+        self.probe_position = 0  # batches of the probe stream used so far
+
+    def initial_mask(self, model):
+        return classifier_mask(model)
+
+    def probe_batches(self) -> List:
+        """The next batches of the probes' own stream (reproducible, and the same after a resume)."""
+        count = self.context.config.probe_batches
+        batches = self.context.train_data.probe(self.probe_position, count)
+        self.probe_position += count
+        return batches
+
+    def importance(self) -> np.ndarray:
+        return self.probe.loss_change(self.probe_batches())
+
+    def due(self, step: int) -> bool:
+        return step % self.interval_steps == 0
+
+    def observe_step(self, step_ms: float) -> None:
+        self.controller.observe(step_ms)
+
+    def reselect(self, step: int) -> Dict[str, float]:
+        info = self.controller.end_period(self.mask) if self.selections else {}
+        recalibrate = self.context.config.recalibrate
+        if recalibrate and self.selections and self.selections % recalibrate == 0:
+            with self.timed("recalibrate"):
+                info.update(self._recalibrate())
+        with self.timed("probe"):  # the first probe also traces and compiles the probe's graph
+            importance = normalized(self.importance())
+        with self.timed("dp"):
+            mask = self.controller.select(importance)
+        if not mask.any():  # nothing is worth its time: keep learning in the classifier
+            mask = self._head.copy()
+        self.mask = mask
+        self.selections += 1
+        predicted = self.controller.predicted_ms(mask)
+        info.update({"elastic/selected_fraction": float(mask.mean()),
+                     "elastic/predicted_rho": predicted / self.controller.T_full_ms,
+                     "elastic/correction": self.controller.correction})
+        return info
+
+    def state(self) -> Dict:
+        return {**super().state(), "selections": self.selections, "probe_position": self.probe_position,
+                "controller": self.controller.state()}
+
+    def load_state(self, state: Dict) -> None:
+        super().load_state(state)
+        self.selections, self.probe_position = state["selections"], state["probe_position"]
+        self.controller.load_state(state["controller"])
+
+    def _recalibrate(self) -> Dict[str, float]:
+        """Time classifier-only, deepest-layer-only and full steps live (state restored after)."""
+        model, (images, labels) = self.context.model, self.probe_batches()[0]
+        owners = models.owner_layers(model)
+        masks = [self._head, np.array([o is owners[0] for o in owners], np.uint8), np.ones_like(self._head)]
+        steps = [self.context.steps.get(mask) for mask in masks]
+        with preserved_state(model, self.context.setup.optimizer):
+            for step in steps:  # compile (if new) and warm up
+                step(images, labels)[0].numpy()
+            measured = wall_times_ms([lambda s=s: s(images, labels)[0].numpy() for s in steps], 10)
+        self.controller.recalibrate(measured, masks)
+        return {"time/live_T_head_ms": measured[0], "time/live_T_path_ms": measured[1],
+                "time/live_T_full_ms": measured[2], "time/live_T_fp_ms": self.controller.T_fp_ms}
+
+
+class ElasticWeightMagnitude(ElasticTraining):
+    """Ablation: importance = sum |w| per tensor."""
+
+    def importance(self) -> np.ndarray:
+        return np.array([float(tf.reduce_sum(tf.abs(w))) for w in self.context.model.trainable_weights])
+
+
+class ElasticGradMagnitude(ElasticTraining):
+    """Ablation: importance = sum |dL/dw| per tensor on the probe batches."""
+
+    def importance(self) -> np.ndarray:
+        return self.probe.gradient_magnitude(self.probe_batches())
