@@ -42,8 +42,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     flag("--dataset_name", default="caltech_birds2011", choices=list(data.DATASETS),
          help="dataset; embedded_shapes works offline (see README)")
     flag("--train_type", default="full_training", choices=list(SCHEMES),
-         help="training scheme: elastic_training is ElasticTrainer, the others the paper's "
-              "baselines and ablations")
+         help="training scheme: elastic_training is ElasticTrainer; the others the paper's "
+              "baselines, its ablations and TinyTL's bias-only update (README)")
     flag("--input_size", type=int, default=224, help="input image side in pixels")
     flag("--batch_size", type=positive_int, default=4, help="training batch size")
     flag("--num_classes", type=positive_int, default=None,

@@ -3,15 +3,16 @@ model.trainable_weights (forward order) and may re-decide as training goes. The 
 runs the compiled step of the current mask and never asks which scheme it runs; a scheme says
 what it needs (`needs_profile`) and may add a loss term (`penalty`).
 
-One module per family: baselines, elastic (ElasticTrainer and its ablations); the registry below
+One module per family: baselines (with TinyTL's bias-only update), elastic (ElasticTrainer and its ablations); the registry below
 maps each --train_type to its class.
 """
 from __future__ import annotations
 
 from typing import Dict
 
-from schemes.base import NORMALIZATION_LAYERS, Context, Scheme, bn_plus_bias_mask, classifier_mask, kernels
-from schemes.baselines import PRUNE_PENALTY, BNPlusBias, FullTraining, PruneTraining, StaticTop, TraditionalTL
+from schemes.base import NORMALIZATION_LAYERS, Context, Scheme, bias_mask, bn_plus_bias_mask, classifier_mask, kernels
+from schemes.baselines import (PRUNE_PENALTY, BNPlusBias, FullTraining, PruneTraining, StaticTop, TinyTLBias,
+                               TraditionalTL)
 from schemes.elastic import ElasticGradMagnitude, ElasticTraining, ElasticWeightMagnitude, ImportanceProbe, normalized
 from schemes.time_budget import StepTimeController
 
@@ -20,6 +21,7 @@ SCHEMES: Dict[str, type] = {
     "traditional_tl_training": TraditionalTL,
     "bn_plus_bias_training": BNPlusBias,
     "prune_training": PruneTraining,
+    "tinytl_bias_training": TinyTLBias,
     "static_top_training": StaticTop,
     "elastic_training": ElasticTraining,
     "elastic_training_weight_magnitude": ElasticWeightMagnitude,
@@ -27,5 +29,5 @@ SCHEMES: Dict[str, type] = {
 }
 
 __all__ = ["SCHEMES", "NORMALIZATION_LAYERS", "PRUNE_PENALTY", "Context", "Scheme", "StepTimeController",
-           "ImportanceProbe", "normalized", "classifier_mask", "bn_plus_bias_mask", "kernels", *
+           "ImportanceProbe", "normalized", "classifier_mask", "bn_plus_bias_mask", "bias_mask", "kernels", *
            [cls.__name__ for cls in SCHEMES.values()]]

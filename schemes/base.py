@@ -32,6 +32,14 @@ def bn_plus_bias_mask(model: tf.keras.Model) -> np.ndarray:
     return np.array(roles, np.uint8) | classifier_mask(model)
 
 
+def bias_mask(model: tf.keras.Model) -> np.ndarray:
+    """Every additive bias: layers' biases and normalization betas (not the gammas), and the
+    classifier (TinyTL's bias-only update)."""
+    roles = [any(variable is getattr(owner, name, None) for name in ("bias", "beta"))
+             for owner, variable in zip(models.owner_layers(model), model.trainable_weights)]
+    return np.array(roles, np.uint8) | classifier_mask(model)
+
+
 def kernels(model: tf.keras.Model) -> List[tf.Variable]:
     """Weight kernels of convolutional and dense layers (by role, not by name)."""
     found = []

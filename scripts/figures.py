@@ -283,7 +283,7 @@ def estimate_seconds(options: Dict[str, str], profile: Dict, split_sizes: Tuple[
         step = fp + fraction * bp
     elif scheme == "traditional_tl_training":
         step = profile.get("T_head_ms", fp)
-    elif scheme == "bn_plus_bias_training":  # the error gradient all the way down, few weight gradients
+    elif scheme in ("bn_plus_bias_training", "tinytl_bias_training"):  # the error gradient all the way down
         step = fp + sum(tensor["t_dy_ms"] for tensor in profile["tensors"])
     else:
         step = full

@@ -70,6 +70,7 @@ EXPECTED = {
     "traditional_tl_training": ["classifier/kernel:0", "classifier/bias:0"],
     # Top k tensors of the tiny profile cost 1, 4, 5, 8 ms; rho 0.6 leaves 0.6 * 29 - 10 = 7.4 ms.
     "static_top_training": ["norm/beta:0", "classifier/kernel:0", "classifier/bias:0"],
+    "tinytl_bias_training": ["conv/bias:0", "bn/beta:0", "norm/beta:0", "classifier/kernel:0", "classifier/bias:0"],
     "bn_plus_bias_training": ["conv/bias:0", "bn/gamma:0", "bn/beta:0", "norm/gamma:0", "norm/beta:0",
                               "classifier/kernel:0", "classifier/bias:0"],
 }
