@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from typing import Dict, List
 
@@ -103,6 +104,7 @@ def main(argv=None) -> int:
                 print(f"[{index + 1}/2] {name}: reusing {path}", flush=True)
                 continue
             print(f"[{index + 1}/2] {name}: training (log {os.path.join(args.logdir, name)}.log)", flush=True)
+            shutil.rmtree(os.path.join(args.logdir, name), ignore_errors=True)  # timed whole, never resumed
             summaries[name], seconds[name] = runner.train_one(name, flags, args.logdir)
         text = report(summaries[jobs[0][0]], summaries[jobs[1][0]], seconds)
     except UserError as error:
