@@ -37,6 +37,12 @@ from train_step import (TrainStep, forward_function, make_optimizer, shared_forw
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli  # noqa: E402
 
 
+# Rounds of every calibration step before timing: a new process's first few dozen steps run
+# 10-25 % slower (measured on MobileNetV2 64 px: head / path / full 48.9 / 124 / 153 ms in the
+# first 20 timed rounds after 2 warm-up calls, 38-41 / 109-117 / 133-138 ms later).
+WARM_UP_ROUNDS = 10
+
+
 def tensor_points(model: tf.keras.Model) -> List[int]:
     """For each trainable tensor, an id of the innermost layer that owns it (its "point")."""
     ids: Dict[int, int] = {}
@@ -210,14 +216,17 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     snapshot = model.get_weights()
     timed_optimizer = make_optimizer(optimizer, 1e-4, 5e-4, 1000).optimizer
     points = tensor_points(model)
-    step = TrainStep(model, timed_optimizer, model.trainable_weights)
+    step = TrainStep(model, timed_optimizer, model.trainable_weights)  # traced whole: its graph maps ops
+    # The calibration steps are built as training builds them (one shared forward function), so
+    # the times that anchor the model are those of the steps it predicts.
+    shared = shared_forward(model)
     calibration = [TrainStep(model, timed_optimizer, [model.trainable_weights[k] for k in
-                                                      profile_tables.point_tensors(points, which)])
-                   for which in (-1, 0)] + [step]  # classifier only, deepest layer only, full
+                                                      profile_tables.point_tensors(points, which)], forward=shared)
+                   for which in (-1, 0)] + [TrainStep(model, timed_optimizer, model.trainable_weights, forward=shared)]
     forward = forward_function(model)
     try:
-        for _ in range(2):  # trace the functions and warm caches up
-            for run in calibration:
+        for _ in range(WARM_UP_ROUNDS):  # trace the functions and warm caches up
+            for run in calibration + [step]:
                 run(images, labels)[0].numpy()
             forward(images, labels).numpy()
         # Calibration samples are pooled from before and after recording the trace: a shared
@@ -290,8 +299,8 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
         forward = shared_forward(model)  # steps built as training builds them (train.StepCache)
         trainers = [TrainStep(model, setup.optimizer, [w for w, k in zip(model.trainable_weights, m) if k],
                               forward=forward) for _, m in masks]
-        for trainer in trainers:
-            for _ in range(2):
+        for _ in range(WARM_UP_ROUNDS):
+            for trainer in trainers:
                 trainer(images, labels)[0].numpy()
         measured = wall_times_ms([lambda t=t: t(images, labels)[0].numpy() for t in trainers], steps)
     finally:
