@@ -85,6 +85,21 @@ def report(full: Dict, elastic: Dict, process_seconds: Dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def closed_loop(run_dir: str) -> str:
+    """The elastic run's closed loop, from its TensorBoard events: at each re-selection, the
+    achieved step time of the period that ended over the target, and the correction it left."""
+    import plot
+
+    run = plot.Run(run_dir)
+    if "elastic/correction" not in run.tags:
+        return ""
+    achieved = dict(run.series("elastic/target_vs_achieved")) if "elastic/target_vs_achieved" in run.tags else {}
+    parts = [f"step {step}: correction {value:.3f}" + (f" (the period before ran at {achieved[step]:.3f} x target)"
+                                                       if step in achieved else "")
+             for step, value in run.series("elastic/correction")]
+    return "closed loop at each selection: " + "; ".join(parts)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     args.logdir = os.path.abspath(args.logdir)  # the runs start in the repository's root
@@ -107,6 +122,8 @@ def main(argv=None) -> int:
             shutil.rmtree(os.path.join(args.logdir, name), ignore_errors=True)  # timed whole, never resumed
             summaries[name], seconds[name] = runner.train_one(name, flags, args.logdir)
         text = report(summaries[jobs[0][0]], summaries[jobs[1][0]], seconds)
+        loop = closed_loop(os.path.join(args.logdir, jobs[1][0]))
+        text += "\n" + loop if loop else ""
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
