@@ -106,10 +106,6 @@ def main(argv=None) -> int:
     try:
         jobs = runs(args)
         weights = study_plans.PROTOCOLS[args.model_name]["weights"]
-        if not os.path.exists(os.path.join(ROOT, weights)):
-            raise UserError(f"the source backbone {weights} is missing; make it once with: "
-                            f"bash scripts/make_source_backbone.sh {args.model_name} "
-                            f"{study_plans.PROTOCOLS[args.model_name]['input_size']}")
         summaries, seconds = {}, {}
         for index, (name, flags) in enumerate(jobs):
             path = os.path.join(args.logdir, name, "summary.json")
@@ -118,6 +114,10 @@ def main(argv=None) -> int:
                     summaries[name] = json.load(handle)
                 print(f"[{index + 1}/2] {name}: reusing {path}", flush=True)
                 continue
+            if not os.path.exists(os.path.join(ROOT, weights)):
+                raise UserError(f"the source backbone {weights} is missing; make it once with: "
+                                f"bash scripts/make_source_backbone.sh {args.model_name} "
+                                f"{study_plans.PROTOCOLS[args.model_name]['input_size']}")
             print(f"[{index + 1}/2] {name}: training (log {os.path.join(args.logdir, name)}.log)", flush=True)
             shutil.rmtree(os.path.join(args.logdir, name), ignore_errors=True)  # timed whole, never resumed
             summaries[name], seconds[name] = runner.train_one(name, flags, args.logdir)
