@@ -143,7 +143,7 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
     tf.keras.utils.set_random_seed(0)
     model = build()
     before = [w.copy() for w in model.get_weights()]
-    profile = profiler.profile_model(model, 4, num_iterations=3, repeats=3, logdir=str(tmp_path / "trace"),
+    profile = profiler.profile_model(model, 64, num_iterations=3, repeats=5, logdir=str(tmp_path / "trace"),
                                      csv_path=str(tmp_path / "ops.csv"), meta={"model_name": build.__name__})
     assert [t["name"] for t in profile["tensors"]] == [w.name for w in model.trainable_weights]
     assert all(t["t_dw_ms"] >= 0 and t["t_dy_ms"] >= 0 for t in profile["tensors"])
