@@ -2,9 +2,9 @@
 
 A checkpoint holds, in one `tf.train.Checkpoint` written atomically by a
 `tf.train.CheckpointManager` (the last few kept): the model's variables (weights, BatchNorm
-statistics), the optimizer's (slots and iterations, hence where the
-learning-rate and weight-decay schedules are), the states of the random generators of
-augmentation and dropout (Keras leaves them out of a model's checkpoint) and the loop's state as JSON (epoch, position in
+statistics), the optimizer's (slots and iterations, hence where the learning-rate and
+weight-decay schedules are), the states of the random generators of augmentation and dropout
+(Keras leaves them out of a model's checkpoint) and the loop's state as JSON (epoch, position in
 the epoch, global step, best accuracy, wall time so far, the scheme's state such as the elastic
 selection and its closed-loop correction, the history). The data order needs no state: epoch e
 is shuffled with its own seed (data.Epochs), so a resumed run skips to its position.

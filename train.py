@@ -334,7 +334,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
                         state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
                         state.evaluation_seconds, state.history, reference)
     summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions,
-                   selection_parts={part: scheme.overhead.get(part, 0.0) for part in ("probe", "dp", "recalibrate")})
+                   selection_parts=dict(scheme.overhead))
     return summary
 
 

@@ -147,6 +147,11 @@ def _build_backbone(model_name: str, input_size: int, imagenet: bool) -> tf.kera
             f"Download {url or 'them'} elsewhere and place the file at {cache}, or train without "
             f"them: --weights none (random init) or --weights PATH (a file saved by this project, "
             f"e.g. a backbone pre-trained on embedded_shapes_source)") from None
+    return _settled(backbone, model_name)
+
+
+def _settled(backbone: tf.keras.Model, name: str) -> tf.keras.Model:
+    """A Keras backbone with this project's BatchNorm momentum, under a stable name."""
     # Keras averages BatchNorm statistics with momentum 0.99 (ResNet50) or 0.999
     # (MobileNetV2): the averages trail the weights by hundreds to thousands of steps, longer
     # than short on-device runs, and evaluation with such stale statistics is erratic (seen on
@@ -156,7 +161,7 @@ def _build_backbone(model_name: str, input_size: int, imagenet: bool) -> tf.kera
             layer.momentum = min(layer.momentum, BATCH_NORM_MOMENTUM)
     # Keras names some backbones after the input size (mobilenetv2_1.00_96); re-wrap the same
     # layers under a stable name so weight files load by name across input sizes.
-    return tf.keras.Model(backbone.inputs, backbone.outputs, name=model_name)
+    return tf.keras.Model(backbone.inputs, backbone.outputs, name=name)
 
 
 def build_model(model_name: str, num_classes: int, input_size: int,
@@ -236,11 +241,7 @@ def build_keras_application(name: str, num_classes: int, input_size: int, bn_mod
                                                         input_shape=(input_size, input_size, 3))
     except ValueError as error:  # e.g. an input below the network's minimum size
         raise UserError(f"{name} at {input_size} px: {error}") from None
-    for layer in backbone.layers:
-        if isinstance(layer, tf.keras.layers.BatchNormalization):
-            layer.momentum = min(layer.momentum, BATCH_NORM_MOMENTUM)
-    backbone = tf.keras.Model(backbone.inputs, backbone.outputs, name=name.lower())
-    return _with_head(backbone, lambda x: x / 127.5 - 1.0, num_classes, input_size, bn_mode,
+    return _with_head(_settled(backbone, name.lower()), lambda x: x / 127.5 - 1.0, num_classes, input_size, bn_mode,
                       KERAS_APPLICATION_PREFIX + name)
 
 

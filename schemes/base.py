@@ -71,12 +71,13 @@ class Scheme:
     """Trains a fixed set of tensors chosen by `initial_mask`; never re-selects."""
 
     needs_profile = False
+    overhead_parts: tuple = ()  # the parts of re-selecting whose seconds the summary reports
 
     def __init__(self, context: Context):
         self.context = context
         self.mask = self.initial_mask(context.model)
         self.penalty: Optional[Callable[[], tf.Tensor]] = None
-        self.overhead: Dict[str, float] = {}  # seconds of each part of re-selecting (probe, dp, ...)
+        self.overhead: Dict[str, float] = {part: 0.0 for part in self.overhead_parts}  # seconds
 
     def initial_mask(self, model: tf.keras.Model) -> np.ndarray:
         return np.ones(len(model.trainable_weights), np.uint8)
@@ -96,7 +97,7 @@ class Scheme:
 
     def load_state(self, state: Dict) -> None:
         self.mask = np.array(state["mask"], np.uint8)
-        self.overhead = dict(state.get("overhead", {}))
+        self.overhead.update(state.get("overhead", {}))
 
     @contextlib.contextmanager
     def timed(self, part: str):

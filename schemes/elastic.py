@@ -68,6 +68,7 @@ class ElasticTraining(Scheme):
     """ElasticTrainer: every `interval` epochs, evaluate importance and solve the selection DP."""
 
     needs_profile = True
+    overhead_parts = ("probe", "dp", "recalibrate")
 
     def __init__(self, context: Context):
         super().__init__(context)

@@ -25,7 +25,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runner  # noqa: E402
 import study_plans  # noqa: E402
-from utils import UserError, atomic_write_text  # noqa: E402
+from utils import atomic_write_text, run_cli  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -103,30 +103,22 @@ def closed_loop(run_dir: str) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     args.logdir = os.path.abspath(args.logdir)  # the runs start in the repository's root
-    try:
-        jobs = runs(args)
-        weights = study_plans.PROTOCOLS[args.model_name]["weights"]
-        summaries, seconds = {}, {}
-        for index, (name, flags) in enumerate(jobs):
-            path = os.path.join(args.logdir, name, "summary.json")
-            if args.reuse and os.path.exists(path):
-                with open(path) as handle:
-                    summaries[name] = json.load(handle)
-                print(f"[{index + 1}/2] {name}: reusing {path}", flush=True)
-                continue
-            if not os.path.exists(os.path.join(ROOT, weights)):
-                raise UserError(f"the source backbone {weights} is missing; make it once with: "
-                                f"bash scripts/make_source_backbone.sh {args.model_name} "
-                                f"{study_plans.PROTOCOLS[args.model_name]['input_size']}")
-            print(f"[{index + 1}/2] {name}: training (log {os.path.join(args.logdir, name)}.log)", flush=True)
-            shutil.rmtree(os.path.join(args.logdir, name), ignore_errors=True)  # timed whole, never resumed
-            summaries[name], seconds[name] = runner.train_one(name, flags, args.logdir)
-        text = report(summaries[jobs[0][0]], summaries[jobs[1][0]], seconds)
-        loop = closed_loop(os.path.join(args.logdir, jobs[1][0]))
-        text += "\n" + loop if loop else ""
-    except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    jobs = runs(args)
+    summaries, seconds = {}, {}
+    for index, (name, flags) in enumerate(jobs):
+        path = os.path.join(args.logdir, name, "summary.json")
+        if args.reuse and os.path.exists(path):
+            with open(path) as handle:
+                summaries[name] = json.load(handle)
+            print(f"[{index + 1}/2] {name}: reusing {path}", flush=True)
+            continue
+        study_plans.require_backbone(args.model_name, "the benchmark")
+        print(f"[{index + 1}/2] {name}: training (log {os.path.join(args.logdir, name)}.log)", flush=True)
+        shutil.rmtree(os.path.join(args.logdir, name), ignore_errors=True)  # timed whole, never resumed
+        summaries[name], seconds[name] = runner.train_one(name, flags, args.logdir)
+    text = report(summaries[jobs[0][0]], summaries[jobs[1][0]], seconds)
+    loop = closed_loop(os.path.join(args.logdir, jobs[1][0]))
+    text += "\n" + loop if loop else ""
     print(text)
     if args.output:
         atomic_write_text(args.output, text + "\n")
@@ -134,4 +126,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Sequence
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from study_plans import PROTOCOLS  # noqa: E402
+from study_plans import PROTOCOLS, require_backbone  # noqa: E402
 from utils import UserError, atomic_write_text, run_cli  # noqa: E402
 
 
@@ -144,10 +144,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    weights = os.path.join(ROOT, PROTOCOLS[args.model_name]["weights"])
-    if not os.path.exists(weights):
-        raise UserError(f"no source backbone {weights}: make it once with bash scripts/make_source_backbone.sh "
-                        f"{args.model_name} {PROTOCOLS[args.model_name]['input_size']}")
+    require_backbone(args.model_name, "the resume check")
     args.logdir = os.path.abspath(args.logdir)
     if os.path.isdir(args.logdir):
         shutil.rmtree(args.logdir)

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from runner import train_all  # noqa: E402
-from study_plans import PLANS, PROTOCOLS, Run, plan_runs  # noqa: E402
+from study_plans import PLANS, PROTOCOLS, Run, plan_runs, require_backbone  # noqa: E402
 from utils import UserError, atomic_write_json, run_cli  # noqa: E402
 
 
@@ -66,10 +66,8 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -
     todo = [run for run in runs if not os.path.exists(os.path.join(out_dir, run.name + ".json"))]
     print(f"study {plan} for {model_name}: {len(runs)} runs, {len(runs) - len(todo)} done, "
           f"{len(todo)} to go; results in {os.path.relpath(out_dir, ROOT)}")
-    weights = PROTOCOLS[model_name]["weights"]
-    if any(not run.weights for run in todo) and not os.path.exists(os.path.join(ROOT, weights)) and not dry_run:
-        raise UserError(f"the study needs the source backbone {weights}; make it once with: "
-                        f"bash scripts/make_source_backbone.sh {model_name} {PROTOCOLS[model_name]['input_size']}")
+    if any(not run.weights for run in todo) and not dry_run:
+        require_backbone(model_name, "the study")
     for bn_mode in sorted({run.bn_mode or PROTOCOLS[model_name]["bn_mode"] for run in todo if run.rho is not None}):
         command = [python, os.path.join(ROOT, "profiler.py")] + profiler_arguments(model_name, bn_mode)
         print("profile:", " ".join(command[1:]))

@@ -134,6 +134,16 @@ def protocol_flags(model_name: str) -> List[str]:
             "--learning_rate", str(protocol["learning_rate"]), "--bn_mode", protocol["bn_mode"]]
 
 
+def require_backbone(model_name: str, purpose: str) -> str:
+    """The protocol's source backbone file (absolute), or a UserError saying how to make it."""
+    protocol = PROTOCOLS[model_name]
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), protocol["weights"])
+    if not os.path.exists(path):
+        raise UserError(f"{purpose} needs the source backbone {protocol['weights']}; make it once with: "
+                        f"bash scripts/make_source_backbone.sh {model_name} {protocol['input_size']}")
+    return path
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in PROTOCOLS:
         sys.exit(f"usage: python scripts/study_plans.py {{{','.join(PROTOCOLS)}}}")
