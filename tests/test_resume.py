@@ -228,8 +228,9 @@ def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
     process = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"), *arguments], cwd=workdir,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
-    while not (checkpoints.has_checkpoint(str(run_dir)) and
-               int(tf.train.latest_checkpoint(checkpoints.checkpoint_dir(str(run_dir))).split("-")[-1]) >= 45):
+    # the checkpoint files themselves, newest first (the 'checkpoint' state file may lag behind them)
+    while not ((paths := checkpoints.checkpoint_paths(checkpoints.checkpoint_dir(str(run_dir))))
+               and int(paths[0].rsplit("-", 1)[-1]) >= 45):
         assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
