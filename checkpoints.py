@@ -29,11 +29,15 @@ KEEP = 2  # checkpoints kept per run while it trains (the newest, and one to fal
 # Flags that define a run: resuming with any of them changed would silently make another run.
 ESSENTIAL_FLAGS = ("model_name", "dataset_name", "train_type", "input_size", "batch_size", "num_classes",
                    "optimizer", "learning_rate", "weight_decay", "num_epochs", "interval", "rho", "rho_mode",
-                   "bn_mode", "seed", "weights", "probe_batches", "recalibrate", "data_dir")
+                   "bn_mode", "seed", "weights", "probe_batches", "recalibrate", "data_dir", "gf_radius",
+                   "gf_blocks")
+# Flags added after runs were first saved: a saved config without them had their default.
+LATER_FLAGS = {"gf_radius": 0, "gf_blocks": 0}
 
 
 def config_differences(saved: Mapping, current: Mapping) -> List[str]:
     """Each essential flag whose value differs between a run's saved config and a new one."""
+    saved, current = {**LATER_FLAGS, **saved}, {**LATER_FLAGS, **current}
     return [f"--{flag} was {saved.get(flag)!r}, now {current.get(flag)!r}"
             for flag in ESSENTIAL_FLAGS if saved.get(flag) != current.get(flag)]
 

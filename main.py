@@ -23,6 +23,7 @@ import tensorflow as tf  # noqa: E402
 
 import checkpoints  # noqa: E402
 import data  # noqa: E402
+import gradient_filter as filtering  # noqa: E402
 import models  # noqa: E402
 import profile_tables  # noqa: E402
 import selection_solver_DP as solver  # noqa: E402
@@ -43,7 +44,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
          help="dataset; embedded_shapes works offline (see README)")
     flag("--train_type", default="full_training", choices=list(SCHEMES),
          help="training scheme: elastic_training is ElasticTrainer; the others the paper's "
-              "baselines, its ablations and TinyTL's bias-only update (README)")
+              "baselines and ablations, TinyTL (bias only, lite residual), sparse update and "
+              "gradient filtering (README)")
     flag("--input_size", type=int, default=224, help="input image side in pixels")
     flag("--batch_size", type=positive_int, default=4, help="training batch size")
     flag("--num_classes", type=positive_int, default=None,
@@ -83,6 +85,16 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
          help="BatchNorm of the backbone: frozen = inference mode, moving statistics used and "
               "kept (the original's; gammas/betas still train when selected); train = batch "
               "statistics (needed to train from scratch)")
+    flag("--gf_radius", "--gradient_filter", type=int, default=None, metavar="R",
+         help="gradient filtering (Yang et al., CVPR'23): average the output gradient of each "
+              "convolution in the backbone's last --gf_blocks blocks over R x R patches and compute "
+              "its gradients on the smaller map (the paper's R: 2, 4, 7). gradient_filter_training "
+              f"trains those blocks so (default R {filtering.DEFAULT_RADIUS}); with elastic_training the "
+              "filtered tensors get cheaper and the profile must be made with the same flags; "
+              "0 or unset: off")
+    flag("--gf_blocks", type=positive_int, default=filtering.DEFAULT_BLOCKS,
+         help="with gradient filtering: how many of the backbone's last blocks are filtered (and, "
+              "for gradient_filter_training, trained)")
     flag("--rho_mode", default="exact", choices=solver.RHO_MODES,
          help="elastic schemes: how rho becomes a backward budget. exact = rho*T_full - T_fp from "
               "the measured profile, so steps take rho of a full step; paper = the original's "
@@ -103,12 +115,24 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 
 def requested_run_name(args: argparse.Namespace) -> str:
-    """--run_name, or the default <model>_<dataset>_<train_type>[_rho<rho>[_paper]][_bntrain]."""
-    elastic = SCHEMES[args.train_type].needs_profile
-    return args.run_name or "_".join(
-        [args.model_name, args.dataset_name, args.train_type]
-        + ([f"rho{args.rho:g}"] + (["paper"] if args.rho_mode == "paper" else []) if elastic else [])
-        + (["bntrain"] if args.bn_mode == "train" else []))
+    """--run_name, or the default <model>_<dataset>_<train_type>[_rho<rho>[_paper]][_bntrain][_gf<r>x<blocks>]."""
+    if args.run_name:
+        return args.run_name
+    parts = [args.model_name, args.dataset_name, args.train_type]
+    if SCHEMES[args.train_type].needs_profile:
+        parts += [f"rho{args.rho:g}"] + (["paper"] if args.rho_mode == "paper" else [])
+    if args.bn_mode == "train":
+        parts.append("bntrain")
+    if gf_radius(args):
+        parts.append(f"gf{gf_radius(args)}x{args.gf_blocks}")
+    return "_".join(parts)
+
+
+def gf_radius(args: argparse.Namespace) -> int:
+    """The gradient filter's patch size this run uses (0: off)."""
+    if args.gf_radius is None:
+        return filtering.DEFAULT_RADIUS if args.train_type == "gradient_filter_training" else 0
+    return args.gf_radius
 
 
 def resolve_config(args: argparse.Namespace) -> TrainConfig:
@@ -125,11 +149,19 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         raise UserError("--reference_steps must be 0 (skip) or a number of steps")
     if args.checkpoint_every < 0:
         raise UserError("--checkpoint_every must be 0 (epoch ends only) or a number of steps")
+    radius = gf_radius(args)
+    if radius == 1 or radius < 0:
+        raise UserError(f"--gf_radius must be 0 (off) or a patch size of at least 2 (the paper's: "
+                        f"{', '.join(map(str, filtering.RADII))}), got {radius}")
+    if args.train_type == "gradient_filter_training" and not radius:
+        raise UserError("gradient_filter_training needs a gradient filter: drop --gf_radius 0 or give "
+                        "--gf_radius R")
+    gradient_filter = (radius, args.gf_blocks if radius else 0)
     models.check_input_size(args.model_name, args.input_size)
     num_classes = data.resolve_num_classes(args.dataset_name, args.num_classes, args.data_dir)
     run_name = requested_run_name(args)
     profile = args.profile or os.path.join("profile_extracted", profile_tables.profile_name(
-        args.model_name, args.input_size, num_classes, args.batch_size, args.bn_mode) + ".json")
+        args.model_name, args.input_size, num_classes, args.batch_size, args.bn_mode, gradient_filter) + ".json")
     if args.model_name == "vit" and args.optimizer == "sgd":
         logging.info("note: the paper trained ViT with --optimizer adam")
     ensure_writable_dir(args.logdir, "--logdir")
@@ -142,7 +174,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         weights=args.weights, data_dir=args.data_dir, seed=args.seed, profile=profile,
         probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate,
         bn_mode=args.bn_mode, rho_mode=args.rho_mode, reference_steps=args.reference_steps,
-        checkpoint_every=args.checkpoint_every)
+        checkpoint_every=args.checkpoint_every, gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1])
 
 
 def check_resumable(config: TrainConfig) -> Optional[dict]:
@@ -189,6 +221,13 @@ def resume_command(argv: Sequence[str], run_name: str) -> str:
     return " ".join(shlex.quote(part) for part in ["python", "main.py", *kept, "--run_name", run_name, "--resume"])
 
 
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process so far (MB; this session's, when resumed)."""
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
+
+
 def report(summary: dict, txt_path: Optional[str]) -> None:
     """Print the run's summary."""
     achieved, target = summary["step_time_ratio_achieved"], summary["step_time_ratio_target"]
@@ -213,10 +252,13 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
         seconds = summary["selection_seconds"]
         parts = summary.get("selection_parts", {})
         split = ", ".join(f"{name} {parts[part]:.2f} s" for part, name in
-                          (("probe", "probe"), ("dp", "DP"), ("recalibrate", "recalibration")) if parts.get(part))
+                          (("probe", "probe"), ("analysis", "contribution analysis"), ("dp", "DP"),
+                           ("recalibrate", "recalibration")) if parts.get(part))
         overhead.append(f"selecting {sum(seconds):.1f} s ({100 * sum(seconds) / train_seconds:.1f} %, "
                         f"{len(seconds)} selections" + (f": {split})" if split else ")"))
     lines.append(f"Inside that time:     {'; '.join(overhead)}")
+    if "peak_memory_mb" in summary:
+        lines.append(f"Peak memory:          {summary['peak_memory_mb']:.0f} MB resident (the whole process)")
     if txt_path:
         lines.append(f"Summary file:         {txt_path}")
     print("=" * 62, *lines, "=" * 62, sep="\n")
@@ -238,7 +280,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      requested_run_name(args), config.run_name)
     tf.keras.utils.set_random_seed(config.seed)
     model = models.build_model(config.model_name, config.num_classes, config.input_size, config.weights,
-                               config.bn_mode)
+                               config.bn_mode, config.gradient_filter, SCHEMES[config.train_type].lite_residual)
     if SCHEMES[config.train_type].needs_profile:
         profile = load_profile_for(config, model)
     else:  # only to report the achieved step time relative to a full step
@@ -257,6 +299,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     command = resume_command(list(argv) if argv is not None else sys.argv[1:], config.run_name)
     summary = train(config, model, train_data, test_data, steps_per_epoch, outputs, profile,
                     resume=args.resume, resume_command=command)
+    summary["peak_memory_mb"] = peak_memory_mb()
     report(summary, outputs.summary(summary, config.save_txt))
     checkpoints.discard(outputs.run_dir)
     return 0

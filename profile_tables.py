@@ -212,19 +212,30 @@ def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float,
 
 
 def profile_name(model_name: str, input_size: int, num_classes: int, batch_size: int,
-                 bn_mode: str = "frozen") -> str:
+                 bn_mode: str = "frozen", gradient_filter: Sequence[int] = (0, 0)) -> str:
     """The original's file stem <model>_<input>_<classes>_<batch>_profile; profiles of the
-    non-default BatchNorm mode get `_bntrain` before `_profile` so both modes can coexist."""
+    non-default BatchNorm mode get `_bntrain`, and of a gradient-filtered model `_gf<r>x<blocks>`,
+    before `_profile`, so that all of them can coexist."""
     mode = "" if bn_mode == "frozen" else f"_bn{bn_mode}"
-    return f"{model_name}_{input_size}_{num_classes}_{batch_size}{mode}_profile"
+    radius, blocks = gradient_filter
+    filtered = f"_gf{radius}x{blocks}" if radius else ""
+    return f"{model_name}_{input_size}_{num_classes}_{batch_size}{mode}{filtered}_profile"
 
 
 def profile_command(model_name: str, input_size: int, num_classes: int, batch_size: int,
-                    bn_mode: str = "frozen") -> str:
+                    bn_mode: str = "frozen", gradient_filter: Sequence[int] = (0, 0)) -> str:
     """The command that makes the profile a training run needs."""
     mode = "" if bn_mode == "frozen" else f" --bn_mode {bn_mode}"
+    radius, blocks = gradient_filter
+    filtered = f" --gf_radius {radius} --gf_blocks {blocks}" if radius else ""
     return (f"python profiler.py --model_name {model_name} --input_size {input_size} "
-            f"--num_classes {num_classes} --batch_size {batch_size}{mode}")
+            f"--num_classes {num_classes} --batch_size {batch_size}{mode}{filtered}")
+
+
+def profile_gradient_filter(profile: Mapping) -> List[int]:
+    """[radius, blocks] of the gradient filter a profile was measured with ([0, 0]: none)."""
+    radius, blocks = profile.get("gradient_filter", [0, 0])
+    return [int(radius), int(blocks) if radius else 0]
 
 
 def profile_bn_mode(profile: Mapping) -> str:
@@ -256,9 +267,10 @@ def load_profile(path: str) -> Dict:
 
 def check_profile_matches(profile: Mapping, path: str, *, model_name: str, input_size: int,
                           num_classes: int, batch_size: int, tensor_shapes: Sequence[Sequence[int]],
-                          command: str, bn_mode: str = "frozen") -> None:
-    """UserError unless `profile` was made for this model, input, classes, batch, BatchNorm mode
-    and tensors."""
+                          command: str, bn_mode: str = "frozen",
+                          gradient_filter: Sequence[int] = (0, 0)) -> None:
+    """UserError unless `profile` was made for this model, input, classes, batch, BatchNorm mode,
+    gradient filter and tensors."""
     wanted = dict(model_name=model_name, input_size=input_size, num_classes=num_classes,
                   batch_size=batch_size)
     wrong = [f"{key} {profile.get(key)!r} (need {value!r})" for key, value in wanted.items()
@@ -266,6 +278,10 @@ def check_profile_matches(profile: Mapping, path: str, *, model_name: str, input
     if profile_bn_mode(profile) != bn_mode:
         wrong.append(f"bn_mode {profile_bn_mode(profile)!r} (need {bn_mode!r}; BatchNorm's mode "
                      f"changes the forward and backward times)")
+    wanted_filter = [int(gradient_filter[0]), int(gradient_filter[1]) if gradient_filter[0] else 0]
+    if profile_gradient_filter(profile) != wanted_filter:
+        wrong.append(f"gradient filter {profile_gradient_filter(profile)} (need {wanted_filter} as "
+                     f"[radius, blocks]; the filter changes the backward times)")
     shapes = [list(t.get("shape", [])) for t in profile["tensors"]]
     if not wrong and shapes != [list(s) for s in tensor_shapes]:
         wrong.append(f"its {len(shapes)} tensors differ from the model's {len(tensor_shapes)}")

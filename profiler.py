@@ -30,6 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import gradient_filter as filtering  # noqa: E402
 import models  # noqa: E402
 import profile_tables  # noqa: E402
 from train_step import (TrainStep, forward_function, make_optimizer, shared_forward,  # noqa: E402
@@ -398,6 +399,12 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="BatchNorm mode of the training runs this profile is for (main.py "
                              "--bn_mode): frozen = inference mode, the original's; train = batch "
                              "statistics. The mode changes the step's times")
+    parser.add_argument("--gf_radius", "--gradient_filter", type=int, default=0, metavar="R",
+                        help="profile the model with gradient filtering (main.py --gf_radius): the output "
+                             "gradients of the convolutions in the last --gf_blocks blocks averaged over "
+                             "R x R patches (0: off)")
+    parser.add_argument("--gf_blocks", type=positive_int, default=filtering.DEFAULT_BLOCKS,
+                        help="with --gf_radius: how many of the backbone's last blocks are filtered")
     parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
                         help="optimizer whose update is timed (use the one you train with)")
     parser.add_argument("--num_iterations", type=positive_int, default=5,
@@ -423,16 +430,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     if args.validate < 0:
         raise UserError("--validate must be 0 (off) or a number of random selections")
+    if args.gf_radius < 0:
+        raise UserError("--gf_radius must be 0 (off) or a patch size of at least 2")
+    gradient_filter = (args.gf_radius, args.gf_blocks if args.gf_radius else 0)
     if args.keras_application:
         if args.weights != "none":
             raise UserError("--keras_application profiles random weights; drop --weights")
         model = models.build_keras_application(args.keras_application, args.num_classes, args.input_size,
                                                args.bn_mode)
+        if gradient_filter[0]:
+            filtering.apply(model, *gradient_filter)
         args.model_name = models.KERAS_APPLICATION_PREFIX + args.keras_application
     else:
-        model = models.build_model(args.model_name, args.num_classes, args.input_size, args.weights, args.bn_mode)
+        model = models.build_model(args.model_name, args.num_classes, args.input_size, args.weights, args.bn_mode,
+                                   gradient_filter)
     name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size,
-                                       args.bn_mode)
+                                       args.bn_mode, gradient_filter)
     json_path = os.path.join(args.output_dir, name + ".json")
     profile = None
     if os.path.exists(json_path) and not args.force:
@@ -441,7 +454,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             profile_tables.check_profile_matches(
                 profile, json_path, model_name=args.model_name, input_size=args.input_size,
                 num_classes=args.num_classes, batch_size=args.batch_size, bn_mode=args.bn_mode,
-                tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command="")
+                gradient_filter=gradient_filter, tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command="")
             logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
         except UserError as error:  # stale (e.g. made before BatchNorm modes were recorded) or broken
             logging.info("measuring again: %s", str(error).split(". Make the right one")[0])
@@ -453,7 +466,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             logdir=os.path.join(args.logdir, name), csv_path=os.path.join(args.output_dir, name + ".csv"),
             optimizer=args.optimizer, from_trace=args.from_trace, seed=args.seed,
             meta=dict(model_name=args.model_name, input_size=args.input_size, num_classes=args.num_classes,
-                      bn_mode=args.bn_mode))
+                      bn_mode=args.bn_mode, gradient_filter=list(gradient_filter)))
         atomic_write_json(json_path, profile)
         plot_profile(profile, os.path.join("figures", name + ".png"))
         logging.info("profiled %s in %.0f s: T_fp %.1f ms, T_bp %.1f ms, T_full %.1f ms, coverage %.1f%%",

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -59,6 +59,12 @@ class TrainConfig:
     reference_steps: int = 20
     checkpoint_every: int = 0  # steps between mid-epoch checkpoints (0: at epoch ends only)
     resolution: int = 1000
+    gf_radius: int = 0  # gradient filter patch size (0: off)
+    gf_blocks: int = 0  # blocks filtered (0 when off)
+
+    @property
+    def gradient_filter(self) -> Tuple[int, int]:
+        return (self.gf_radius, self.gf_blocks)
 
 
 # ------------------------------------------------------------------------------------- loop
@@ -116,10 +122,10 @@ def make_evaluator(model: tf.keras.Model) -> Callable[[tf.data.Dataset], Dict[st
 
 
 def load_profile_for(config: TrainConfig, model: tf.keras.Model) -> Dict:
-    """The timing profile a run needs, checked against its model, input, classes, batch and
-    BatchNorm mode."""
+    """The timing profile a run needs, checked against its model, input, classes, batch,
+    BatchNorm mode and gradient filter."""
     command = profile_tables.profile_command(config.model_name, config.input_size, config.num_classes,
-                                             config.batch_size, config.bn_mode)
+                                             config.batch_size, config.bn_mode, config.gradient_filter)
     if not os.path.exists(config.profile):
         raise UserError(f"{config.train_type} needs a timing profile of this model on this device, "
                         f"and {config.profile} does not exist. Make it with: {command}")
@@ -128,7 +134,7 @@ def load_profile_for(config: TrainConfig, model: tf.keras.Model) -> Dict:
         profile, config.profile, model_name=config.model_name, input_size=config.input_size,
         num_classes=config.num_classes, batch_size=config.batch_size,
         tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command=command,
-        bn_mode=config.bn_mode)
+        bn_mode=config.bn_mode, gradient_filter=config.gradient_filter)
     return profile
 
 

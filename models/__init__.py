@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import h5py
 import tensorflow as tf
@@ -165,7 +165,8 @@ def _settled(backbone: tf.keras.Model, name: str) -> tf.keras.Model:
 
 
 def build_model(model_name: str, num_classes: int, input_size: int,
-                weights: Optional[str] = "imagenet", bn_mode: str = "frozen") -> tf.keras.Model:
+                weights: Optional[str] = "imagenet", bn_mode: str = "frozen",
+                gradient_filter: Tuple[int, int] = (0, 0), lite_residual: bool = False) -> tf.keras.Model:
     """Build `model_name` with the paper's head.
 
     Args:
@@ -177,6 +178,11 @@ def build_model(model_name: str, num_classes: int, input_size: int,
         bn_mode: "frozen" runs the whole backbone in inference mode (BatchNorm uses and keeps
             its moving statistics; gammas and betas still train when selected); "train" lets
             the training flag reach it (batch statistics, moving averages updated).
+        gradient_filter: (radius, blocks): filter the output gradients of the convolutions in
+            the backbone's last `blocks` blocks over radius x radius patches (gradient_filter.py);
+            radius 0: off.
+        lite_residual: add TinyTL's lite residual branches to the backbone's blocks
+            (lite_residual.py), after the weights are loaded; they start as a no-op.
 
     Returns:
         An uncompiled Keras model producing logits.
@@ -195,6 +201,16 @@ def build_model(model_name: str, num_classes: int, input_size: int,
     model = _with_head(backbone, spec.preprocess, num_classes, input_size, bn_mode, model_name)
     if weights_mode not in ("imagenet", "none"):
         load_weights(model, weights_mode, model_name, num_classes, input_size)
+    if lite_residual:
+        import lite_residual as lite
+        plain = model
+        model = _with_head(lite.add_lite_residuals(backbone_of(plain)), spec.preprocess, num_classes, input_size,
+                           bn_mode, model_name)
+        model.get_layer(CLASSIFIER_NAME).set_weights(plain.get_layer(CLASSIFIER_NAME).get_weights())
+    radius, blocks = gradient_filter
+    if radius:
+        import gradient_filter as filtering
+        filtering.apply(model, radius, blocks)
     return model
 
 
@@ -243,6 +259,12 @@ def build_keras_application(name: str, num_classes: int, input_size: int, bn_mod
         raise UserError(f"{name} at {input_size} px: {error}") from None
     return _with_head(_settled(backbone, name.lower()), lambda x: x / 127.5 - 1.0, num_classes, input_size, bn_mode,
                       KERAS_APPLICATION_PREFIX + name)
+
+
+def backbone_of(model: tf.keras.Model) -> tf.keras.Model:
+    """The nested backbone of a registry model (the model itself when it has none)."""
+    nested = [layer for layer in model.layers if isinstance(layer, tf.keras.Model)]
+    return nested[0] if nested else model
 
 
 def random_states(model: tf.keras.Model) -> List[tf.Variable]:

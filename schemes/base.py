@@ -71,6 +71,7 @@ class Scheme:
     """Trains a fixed set of tensors chosen by `initial_mask`; never re-selects."""
 
     needs_profile = False
+    lite_residual = False  # the model must be built with TinyTL's lite residual branches
     overhead_parts: tuple = ()  # the parts of re-selecting whose seconds the summary reports
 
     def __init__(self, context: Context):

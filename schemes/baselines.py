@@ -1,10 +1,10 @@
 """Fixed selections: the paper's baselines (full training, traditional transfer learning, BN+bias,
-PruneTrain), TinyTL's bias-only update, and the freeze-front baseline at ElasticTrainer's budget."""
+PruneTrain) and the freeze-front baseline at ElasticTrainer's budget."""
 from __future__ import annotations
 
 import tensorflow as tf
 
-from schemes.base import Context, Scheme, bias_mask, bn_plus_bias_mask, classifier_mask, kernels
+from schemes.base import Context, Scheme, bn_plus_bias_mask, classifier_mask, kernels
 from schemes.time_budget import StepTimeController
 
 PRUNE_PENALTY = 1e-4  # weight of the L1 penalty on kernels (PruneTrain baseline)
@@ -26,15 +26,6 @@ class BNPlusBias(Scheme):
 
     def initial_mask(self, model):
         return bn_plus_bias_mask(model)
-
-
-class TinyTLBias(Scheme):
-    """TinyTL's bias-only update: every bias (normalization betas included, gammas frozen) and the
-    classifier train; the weights stay frozen, so no weight gradient and no stored activation is
-    needed below the classifier (Cai et al., NeurIPS 2020)."""
-
-    def initial_mask(self, model):
-        return bias_mask(model)
 
 
 class PruneTraining(Scheme):

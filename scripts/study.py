@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -48,14 +48,19 @@ def main_arguments(model_name: str, run: Run, logdir: str) -> List[str]:
                  "--logdir", logdir, "--run_name", run.name]
     if run.rho is not None:
         arguments += ["--rho", str(run.rho), "--rho_mode", run.rho_mode]
+    if run.gradient_filter:
+        arguments += ["--gf_radius", str(run.gradient_filter[0]), "--gf_blocks", str(run.gradient_filter[1])]
     return arguments
 
 
-def profiler_arguments(model_name: str, bn_mode: str) -> List[str]:
+def profiler_arguments(model_name: str, bn_mode: str, gradient_filter: Optional[Tuple[int, int]] = None) -> List[str]:
     protocol = PROTOCOLS[model_name]
-    return ["--model_name", model_name, "--input_size", str(protocol["input_size"]),
-            "--num_classes", str(protocol["num_classes"]), "--batch_size", str(protocol["batch_size"]),
-            "--bn_mode", bn_mode]
+    arguments = ["--model_name", model_name, "--input_size", str(protocol["input_size"]),
+                 "--num_classes", str(protocol["num_classes"]), "--batch_size", str(protocol["batch_size"]),
+                 "--bn_mode", bn_mode]
+    if gradient_filter:
+        arguments += ["--gf_radius", str(gradient_filter[0]), "--gf_blocks", str(gradient_filter[1])]
+    return arguments
 
 
 def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -> int:
@@ -68,8 +73,11 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -
           f"{len(todo)} to go; results in {os.path.relpath(out_dir, ROOT)}")
     if any(not run.weights for run in todo) and not dry_run:
         require_backbone(model_name, "the study")
-    for bn_mode in sorted({run.bn_mode or PROTOCOLS[model_name]["bn_mode"] for run in todo if run.rho is not None}):
-        command = [python, os.path.join(ROOT, "profiler.py")] + profiler_arguments(model_name, bn_mode)
+    profiles = {(run.bn_mode or PROTOCOLS[model_name]["bn_mode"], run.gradient_filter or (0, 0))
+                for run in todo if run.rho is not None}
+    for bn_mode, gradient_filter in sorted(profiles):
+        command = [python, os.path.join(ROOT, "profiler.py")] + profiler_arguments(model_name, bn_mode, gradient_filter
+                                                                                   if gradient_filter[0] else None)
         print("profile:", " ".join(command[1:]))
         if not dry_run and subprocess.run(command, cwd=ROOT).returncode != 0:
             raise UserError(f"profiling failed: {' '.join(command[1:])} (its message is above)")

@@ -43,12 +43,19 @@ def test_claims_plan_is_balanced_by_seed_and_covers_the_issue(protocol):
     others = (len(runs) - 3 * headline) // 3
     assert [run.seed for run in runs] == ([0] * headline + [1] * headline + [2] * headline
                                           + [0] * others + [1] * others + [2] * others)
-    assert len({run.name for run in runs}) == len(runs) == 3 * 14
+    assert len({run.name for run in runs}) == len(runs) == 3 * 19
     configs = {run.config_name for run in runs}
     for rho in (0.4, 0.533, 0.7):
         assert {f"elastic_training_rho{rho:g}_exact", f"elastic_training_rho{rho:g}_paper"} <= configs
     assert {"full_training", "traditional_tl_training", "bn_plus_bias_training", "prune_training",
             "static_top_training_rho0.533_paper"} <= configs
+    # the other methods (issue 14), with ElasticTrainer's "50 %" budget where they take one
+    assert {"tinytl_bias_training", "tinytl_lite_residual_training", "sparse_update_training_rho0.533_paper",
+            "gradient_filter_training_gf2x4", "elastic_training_rho0.533_paper_gf2x4"} <= configs
+    filtered = next(run for run in runs if run.config_name == "elastic_training_rho0.533_paper_gf2x4")
+    arguments = study.main_arguments("mobilenetv2", filtered, "logs")
+    assert arguments[-4:] == ["--gf_radius", "2", "--gf_blocks", "4"]
+    assert study.profiler_arguments("mobilenetv2", "frozen", (2, 4))[-4:] == ["--gf_radius", "2", "--gf_blocks", "4"]
 
 
 def test_claims_plan_needs_a_chosen_learning_rate(monkeypatch):

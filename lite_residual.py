@@ -1,0 +1,102 @@
+"""TinyTL's lite residual learning (Cai et al., "TinyTL: Reduce Memory, Not Parameters for
+Efficient On-Device Learning", NeurIPS 2020), written here for Keras backbones.
+
+Each numbered block of the backbone (`block_3_*`, `conv4_block2_*`, as gradient_filter.blocks
+names them) gets a lite residual branch from the block's input to its output:
+
+    input -> average pooling (the block's stride, times 2 where the output side is even)
+          -> 3x3 convolution to reduced channels (a quarter of the input's, a multiple of 8)
+          -> group normalization (8 groups) -> ReLU
+          -> 1x1 convolution to the block's output channels (zero-initialised)
+          -> bilinear upsampling back to the output's size -> added to the block's output.
+
+The branch runs at half the block's output resolution with few channels, so its activations
+are small (TinyTL's point: weights frozen, activations not stored for them). Its last
+convolution starts at zero, so the model computes exactly what the backbone did until the
+branches learn. The backbone is rebuilt from its Keras config with the branches inserted and
+its weights copied by layer name.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List
+
+import tensorflow as tf
+
+from utils import UserError
+
+MARK = "_lite_"  # in the names of every branch layer
+_BLOCK = re.compile(r"(.*?block_?\d+)")
+
+
+def is_branch_layer(layer: tf.keras.layers.Layer) -> bool:
+    return MARK in layer.name
+
+
+def _entry(layer: tf.keras.layers.Layer, inbound: List[str]) -> Dict:
+    """A functional-config entry calling `layer` on the outputs of the layers named `inbound`."""
+    return {"class_name": layer.__class__.__name__, "config": layer.get_config(), "name": layer.name,
+            "inbound_nodes": [[[name, 0, 0, {}] for name in inbound]]}
+
+
+def _branch(key: str, source: str, target: str, in_shape, out_shape) -> List[Dict]:
+    """Config entries of one block's lite residual, from layer `source` to `target`'s output."""
+    in_side, out_side, channels_in, channels_out = in_shape[1], out_shape[1], in_shape[-1], out_shape[-1]
+    stride = max(in_side // max(out_side, 1), 1)
+    down = 2 if out_side % 2 == 0 and out_side >= 2 else 1
+    pool = stride * down
+    if in_side % pool:
+        pool, down = stride, 1
+    middle = 8 * max(1, channels_in // 32)
+    layers, previous = [], source
+    steps = []
+    if pool > 1:
+        steps.append(tf.keras.layers.AveragePooling2D(pool, pool, name=f"{key}{MARK}pool"))
+    steps += [tf.keras.layers.Conv2D(middle, 3, padding="same", use_bias=False, name=f"{key}{MARK}conv1"),
+              tf.keras.layers.GroupNormalization(8, name=f"{key}{MARK}norm"),
+              tf.keras.layers.ReLU(name=f"{key}{MARK}relu"),
+              tf.keras.layers.Conv2D(channels_out, 1, use_bias=False, kernel_initializer="zeros",
+                                     name=f"{key}{MARK}conv2")]
+    if down > 1:
+        steps.append(tf.keras.layers.UpSampling2D(down, interpolation="bilinear", name=f"{key}{MARK}up"))
+    for layer in steps:
+        layers.append(_entry(layer, [previous]))
+        previous = layer.name
+    layers.append(_entry(tf.keras.layers.Add(name=f"{key}{MARK}add"), [target, previous]))
+    return layers
+
+
+def add_lite_residuals(backbone: tf.keras.Model) -> tf.keras.Model:
+    """`backbone` rebuilt with a lite residual on each numbered block, its weights copied."""
+    config = backbone.get_config()
+    entries = config["layers"]
+    keys = {entry["name"]: match.group(1) for entry in entries if (match := _BLOCK.match(entry["name"]))}
+    if not keys:
+        raise UserError(f"{backbone.name} has no numbered blocks (block_N, convN_blockM): lite residual "
+                        f"learning is for the CNN backbones")
+    last = {key: name for name, key in keys.items()}  # config order: the block's last layer wins
+    first: Dict[str, Dict] = {}
+    for entry in entries:
+        first.setdefault(keys.get(entry["name"]), entry)
+    layers = {layer.name: layer for layer in backbone.layers}
+    shapes = {name: layer.output_shape for name, layer in layers.items()}
+    renamed: Dict[str, str] = {}
+    rebuilt = []
+    for entry in entries:
+        for node in entry["inbound_nodes"]:
+            for inbound in node:
+                inbound[0] = renamed.get(inbound[0], inbound[0])
+        rebuilt.append(entry)
+        key = keys.get(entry["name"])
+        if key is not None and last[key] == entry["name"]:
+            source = first[key]["inbound_nodes"][0][0][0]  # already renamed: the previous block's sum
+            rebuilt += _branch(key, source, entry["name"], shapes[source], shapes[entry["name"]])
+            renamed[entry["name"]] = f"{key}{MARK}add"
+            shapes[renamed[entry["name"]]] = shapes[entry["name"]]
+    config["layers"] = rebuilt
+    config["output_layers"] = [[renamed.get(name, name), node, index] for name, node, index in config["output_layers"]]
+    model = tf.keras.Model.from_config(config)
+    for layer in backbone.layers:
+        if layer.weights:
+            model.get_layer(layer.name).set_weights(layer.get_weights())
+    return model

@@ -1,0 +1,20 @@
+"""Gradient filtering's fine-tuning (Yang et al., CVPR 2023) as a scheme; the filter itself is
+gradient_filter.py, applied to the model when it is built (main.py --gf_radius)."""
+from __future__ import annotations
+
+import numpy as np
+
+import gradient_filter
+from schemes.base import Scheme, classifier_mask
+
+
+class GradientFilterTraining(Scheme):
+    """The backbone's last --gf_blocks blocks (every tensor of theirs, their convolutions'
+    gradients filtered over --gf_radius patches) and the classifier train; earlier layers stay
+    frozen, so back-propagation stops at the first filtered block."""
+
+    def initial_mask(self, model):
+        layers = gradient_filter.filtered_block_layers(model, self.context.config.gf_blocks)
+        chosen = {id(variable) for layer in layers for variable in layer.trainable_weights}
+        in_blocks = np.array([id(variable) in chosen for variable in model.trainable_weights], np.uint8)
+        return in_blocks | classifier_mask(model)

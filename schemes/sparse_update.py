@@ -1,0 +1,169 @@
+"""Sparse update (Lin et al., "On-Device Training Under 256KB Memory", NeurIPS 2022) as a
+scheme: a static selection made once, before training, by contribution analysis, under the time
+budget of --rho with ElasticTrainer's profiler and DP.
+
+Contribution analysis, as the on-device-training lecture describes it: fine-tune a few steps
+with only part of the network unfrozen, and measure how much that improves the model on data
+the trial did not train on. Here, on the backbone's blocks (gradient_filter.blocks):
+- the weights (kernels, normalization gammas) of each block alone, with the classifier;
+- the biases (biases, normalization betas) of the last k blocks, k = 1, 2, 4, ... all, with the
+  classifier (sparse update trains the biases of the last layers);
+each against the classifier alone. A block's weights get their trial's gain; the biases of the
+blocks between two bias depths get the gain the deeper trial adds. These gains are the
+importance the DP maximises under the budget, so the schemes differ from ElasticTrainer only in
+how importance is measured (trials once, against a first-order probe every few epochs).
+
+Each trial starts from the same state (weights, optimizer, random generators restored), runs
+TRIAL_STEPS steps of plain SGD on the first TRIAL_BATCHES batches of the probe stream, and is
+scored on the next HELD_OUT_BATCHES by the drop in mean loss (on a slice this small, accuracy
+moves in steps of one example and ties; the loss is its continuous counterpart). Plain SGD with
+a per-tensor 0/1 mask lets every trial run one compiled step; its step size is the run's
+learning rate over (1 - momentum), the step momentum SGD settles to. Deterministic for a seed.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+import numpy as np
+import tensorflow as tf
+
+import gradient_filter
+import models
+from schemes.base import Context, Scheme, classifier_mask
+from schemes.elastic import normalized
+from schemes.time_budget import StepTimeController
+from train_step import MOMENTUM, classification_loss, preserved_state
+
+TRIAL_STEPS = 6
+TRIAL_BATCHES = 2
+HELD_OUT_BATCHES = 4
+
+
+def block_tensors(model: tf.keras.Model) -> List[Dict[str, List[int]]]:
+    """For each backbone block (forward order), the indices (model.trainable_weights order) of its
+    weights and of its biases, without the classifier's."""
+    head = set(models.head_indices(model))
+    index = {id(variable): k for k, variable in enumerate(model.trainable_weights)}
+    groups = []
+    for _, layers in gradient_filter.blocks(model):
+        weights, biases = [], []
+        for layer in layers:
+            for variable in layer.trainable_weights:
+                k = index.get(id(variable))
+                if k is None or k in head:
+                    continue
+                is_bias = any(variable is getattr(layer, name, None) for name in ("bias", "beta"))
+                (biases if is_bias else weights).append(k)
+        if weights or biases:
+            groups.append({"weights": weights, "biases": biases})
+    return groups
+
+
+def bias_depths(blocks: int) -> List[int]:
+    """Bias trials' depths in blocks from the top: 1, 2, 4, ... and all of them."""
+    depths, depth = [], 1
+    while depth < blocks:
+        depths.append(depth)
+        depth *= 2
+    return depths + [blocks]
+
+
+class ContributionAnalysis:
+    """Trial fine-tunings of masked parts of a model, each from the same state."""
+
+    def __init__(self, model: tf.keras.Model, optimizer, learning_rate: float, forward):
+        self.model, self.optimizer = model, optimizer
+        self.step_size = learning_rate / (1.0 - MOMENTUM)
+        self.forward = forward
+
+        @tf.function
+        def trial_step(images, labels, mask):
+            weights = self.model.trainable_weights
+            with tf.GradientTape() as tape:
+                loss = classification_loss(labels, self.forward(images))
+            for k, (variable, gradient) in enumerate(zip(weights, tape.gradient(loss, weights))):
+                if gradient is not None:
+                    variable.assign_sub(self.step_size * mask[k] * gradient)
+
+        @tf.function
+        def held_out_loss(images, labels):
+            return classification_loss(labels, self.model(images, training=False))
+
+        self._trial_step, self._held_out_loss = trial_step, held_out_loss
+
+    def loss_after(self, mask: np.ndarray, train: List, held_out: List) -> float:
+        """Held-out loss after TRIAL_STEPS masked steps on `train` (state restored after)."""
+        mask_tensor = tf.constant(mask, tf.float32)
+        with preserved_state(self.model, self.optimizer):
+            for step in range(TRIAL_STEPS):
+                images, labels = train[step % len(train)]
+                self._trial_step(images, labels, mask_tensor)
+            return float(np.mean([float(self._held_out_loss(*batch)) for batch in held_out]))
+
+
+class SparseUpdate(Scheme):
+    """A static selection by contribution analysis under the --rho budget (made at step 0)."""
+
+    needs_profile = True
+    overhead_parts = ("analysis", "dp")
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        config = context.config
+        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode)
+        self.selected = False
+        self.contributions: Dict[str, List[float]] = {}
+
+    def initial_mask(self, model):
+        return classifier_mask(model)
+
+    def due(self, step: int) -> bool:
+        return not self.selected
+
+    def importance(self) -> np.ndarray:
+        model, head = self.context.model, classifier_mask(self.context.model)
+        batches = self.context.train_data.probe(0, TRIAL_BATCHES + HELD_OUT_BATCHES)
+        train, held_out = batches[:TRIAL_BATCHES], batches[TRIAL_BATCHES:]
+        analysis = ContributionAnalysis(model, self.context.setup.optimizer, self.context.config.learning_rate,
+                                        self.context.steps.forward)
+        groups = block_tensors(model)
+        baseline = analysis.loss_after(head, train, held_out)
+
+        def gain(indices: List[int]) -> float:
+            mask = head.copy()
+            mask[indices] = 1
+            return baseline - analysis.loss_after(mask, train, held_out)
+
+        importance = np.zeros(len(head))
+        weight_gains = [gain(group["weights"]) if group["weights"] else 0.0 for group in groups]
+        for group, value in zip(groups, weight_gains):
+            importance[group["weights"]] = max(value, 0.0) / max(len(group["weights"]), 1)
+        depths = bias_depths(len(groups))
+        bias_gains, previous_depth, previous_gain = [], 0, 0.0
+        for depth in depths:
+            segment = [k for group in groups[len(groups) - depth:len(groups) - previous_depth] for k in group["biases"]]
+            value = gain([k for group in groups[len(groups) - depth:] for k in group["biases"]])
+            if segment:
+                importance[segment] = max(value - previous_gain, 0.0) / len(segment)
+            bias_gains.append(value)
+            previous_depth, previous_gain = depth, max(previous_gain, value)
+        self.contributions = {"weights": weight_gains, "bias_depths": depths, "biases": bias_gains,
+                              "baseline_loss": [baseline]}
+        importance[head.astype(bool)] = max(float(importance.max()), 1.0)  # the classifier always trains
+        return importance
+
+    def reselect(self, step: int) -> Dict[str, float]:
+        with self.timed("analysis"):
+            importance = normalized(self.importance())
+        with self.timed("dp"):
+            self.mask = self.controller.select(importance) | classifier_mask(self.context.model)
+        self.selected = True
+        return {"elastic/selected_fraction": float(self.mask.mean()),
+                "elastic/predicted_rho": self.controller.predicted_ms(self.mask) / self.controller.T_full_ms}
+
+    def state(self) -> Dict:
+        return {**super().state(), "selected": self.selected, "contributions": self.contributions}
+
+    def load_state(self, state: Dict) -> None:
+        super().load_state(state)
+        self.selected, self.contributions = state["selected"], state["contributions"]
