@@ -88,6 +88,7 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
             "train_seconds": seconds,
             "step_ratio": mean_std([run.get("step_time_ratio_live", float("nan")) for run in runs]),
             "overhead_share": mean_std(overhead),
+            "peak_memory": mean_std([run.get("peak_memory_mb", float("nan")) for run in runs]),
             "reached": len(reached),
             "time_to_target": mean_std(reached),
             "speedup": full_seconds / seconds[0],
@@ -108,9 +109,9 @@ def _pm(pair: tuple, scale: float = 1.0, digits: int = 1) -> str:
 
 def markdown(rows: List[Dict], target: float) -> str:
     """The claims table in markdown."""
-    lines = [f"| run | seeds | best acc % | / full | wall s | step ratio (live) | compile + selection | "
+    lines = [f"| run | seeds | best acc % | / full | wall s | step ratio (live) | compile + selection | peak MB | "
              f"s to {100 * target:.1f} % | speedup (wall) | speedup to {100 * target:.1f} % | paper acc % / speedup |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         reach = (_pm(row["time_to_target"], digits=0) + ("" if row["reached"] == row["seeds"]
                                                            else f" ({row['reached']}/{row['seeds']} reached)")
@@ -119,7 +120,7 @@ def markdown(rows: List[Dict], target: float) -> str:
         paper = f"{row['paper'][0]:.1f} / {row['paper'][1]:.2f}x" if row["paper"] else ""
         lines.append(f"| {row['config']} | {row['seeds']} | {_pm(row['best_accuracy'], 100)} | "
                      f"{row['relative_accuracy']:.2f} | {_pm(row['train_seconds'], digits=0)} | {_pm(row['step_ratio'], digits=2)} | "
-                     f"{_pm(row['overhead_share'], 100)} % | {reach} | {row['speedup']:.2f}x | {to_target} | {paper} |")
+                     f"{_pm(row['overhead_share'], 100)} % | {_pm(row['peak_memory'], digits=0)} | {reach} | {row['speedup']:.2f}x | {to_target} | {paper} |")
     return "\n".join(lines) + "\n"
 
 

@@ -86,6 +86,9 @@ def test_claims_table_means_targets_and_speedups(tmp_path):
         summary("elastic_training_rho0.533_paper", 1, [0.6, 0.79, 0.81], 5.0),
         summary("traditional_tl_training", 0, [0.4, 0.5, 0.5], 2.0),
     ])
+    for seed, megabytes in ((0, 1000.0), (1, 1200.0)):  # peak memory: recorded since issue 14
+        path = tmp_path / f"elastic_training_rho0.533_paper_s{seed}.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "peak_memory_mb": megabytes}))
     groups = study_table.load_results(str(tmp_path))
     rows, target = study_table.summarize_groups(groups)
     assert target == pytest.approx(0.80)
@@ -101,6 +104,8 @@ def test_claims_table_means_targets_and_speedups(tmp_path):
     table = study_table.markdown(rows, target)
     assert "| elastic_training_rho0.533_paper | 2 | 80.5 ± 0.7 | 0.99 |" in table
     assert "68.5 / 2.35x" in table and "never" in table
+    assert "| 1100 ± 141 |" in table  # peak MB of the elastic runs; "-" for runs that did not record it
+    assert table.splitlines()[2].split(" | ")[7] == "-"
 
 
 def test_table_cli_writes_markdown_and_figure(tmp_path, monkeypatch):
