@@ -144,8 +144,7 @@ def _pointwise_gradients(inputs, weights, reduced, strides, radius):
     d_read = tf.repeat(tf.repeat(per_patch, rh, axis=1), rw, axis=2)
     if (sh, sw) != (1, 1):  # back to the input's grid: the positions between reads get zero
         d_read = tf.pad(d_read[:, :, None, :, None, :], [[0, 0], [0, 0], [0, sh - 1], [0, 0], [0, sw - 1], [0, 0]])
-        shape = tf.shape(d_read)
-        d_read = tf.reshape(d_read, [shape[0], shape[1] * sh, shape[3] * sw, channels])
+        d_read = tf.reshape(d_read, [-1, reduced.shape[1] * rh * sh, reduced.shape[2] * rw * sw, channels])
     rows, columns = d_read.shape[1], d_read.shape[2]
     d_inputs = tf.pad(d_read, [[0, 0], [0, max(height - rows, 0)], [0, max(width - columns, 0)], [0, 0]])
     return d_inputs[:, :height, :width, :], d_weights

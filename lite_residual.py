@@ -41,17 +41,21 @@ def _entry(layer: tf.keras.layers.Layer, inbound: List[str]) -> Dict:
 
 def _branch(key: str, source: str, target: str, in_shape, out_shape) -> List[Dict]:
     """Config entries of one block's lite residual, from layer `source` to `target`'s output."""
+    if len(in_shape) != 4 or len(out_shape) != 4:
+        raise UserError(f"block {key} does not map images to images ({in_shape} -> {out_shape}): lite residual "
+                        f"learning is for the CNN backbones")
     in_side, out_side, channels_in, channels_out = in_shape[1], out_shape[1], in_shape[-1], out_shape[-1]
-    stride = max(in_side // max(out_side, 1), 1)
+    stride = -(-in_side // max(out_side, 1))  # a SAME stride-2 layer rounds its output up (7 -> 4)
     down = 2 if out_side % 2 == 0 and out_side >= 2 else 1
     pool = stride * down
-    if in_side % pool:
-        pool, down = stride, 1
+    if -(-in_side // pool) * down != out_side:
+        raise UserError(f"block {key} maps {in_side} px to {out_side} px, which its lite residual cannot follow "
+                        f"(pooling by {pool}, upsampling by {down}); try another --input_size")
     middle = 8 * max(1, channels_in // 32)
     layers, previous = [], source
     steps = []
     if pool > 1:
-        steps.append(tf.keras.layers.AveragePooling2D(pool, pool, name=f"{key}{MARK}pool"))
+        steps.append(tf.keras.layers.AveragePooling2D(pool, pool, padding="same", name=f"{key}{MARK}pool"))
     steps += [tf.keras.layers.Conv2D(middle, 3, padding="same", use_bias=False, name=f"{key}{MARK}conv1"),
               tf.keras.layers.GroupNormalization(8, name=f"{key}{MARK}norm"),
               tf.keras.layers.ReLU(name=f"{key}{MARK}relu"),
@@ -79,7 +83,7 @@ def add_lite_residuals(backbone: tf.keras.Model) -> tf.keras.Model:
     for entry in entries:
         first.setdefault(keys.get(entry["name"]), entry)
     layers = {layer.name: layer for layer in backbone.layers}
-    shapes = {name: layer.output_shape for name, layer in layers.items()}
+    shapes = {name: tuple(layer.output.shape) for name, layer in layers.items()}
     renamed: Dict[str, str] = {}
     rebuilt = []
     for entry in entries:
@@ -95,7 +99,10 @@ def add_lite_residuals(backbone: tf.keras.Model) -> tf.keras.Model:
             shapes[renamed[entry["name"]]] = shapes[entry["name"]]
     config["layers"] = rebuilt
     config["output_layers"] = [[renamed.get(name, name), node, index] for name, node, index in config["output_layers"]]
-    model = tf.keras.Model.from_config(config)
+    try:
+        model = tf.keras.Model.from_config(config)
+    except (ValueError, TypeError) as error:
+        raise UserError(f"could not add lite residual branches to {backbone.name}: {error}") from None
     for layer in backbone.layers:
         if layer.weights:
             model.get_layer(layer.name).set_weights(layer.get_weights())

@@ -18,13 +18,16 @@ SCHEMES=("$@")
   "elastic_training --rho 0.533 --rho_mode paper --gf_radius 2 --gf_blocks 4")
 RUNS=logs/bench_peak_memory/$(date +%Y%m%d-%H%M%S)
 for scheme in "${SCHEMES[@]}"; do
-  if [[ "$scheme" == *--gf_radius* ]]; then  # a filtered model has its own profile
-    $PY profiler.py --model_name mobilenetv2 --input_size 64 --num_classes 64 --batch_size 32 --gf_radius 2 --gf_blocks 4 >&2
+  if [[ "$scheme" == *--rho* || "$scheme" == *--gf_radius* ]]; then  # its profile, with its own filter flags
+    gf=$(grep -oE -- '--gf_(radius|blocks) [0-9]+' <<<"$scheme" | tr '\n' ' ' || true)
+    # shellcheck disable=SC2086
+    $PY profiler.py --model_name mobilenetv2 --input_size 64 --num_classes 64 --batch_size 32 $gf >&2 || {
+      echo "profiling for '$scheme' failed (above); skipping it" >&2; continue; }
   fi
   # shellcheck disable=SC2086  # the scheme's extra flags split on purpose
   $PY main.py $($PY scripts/study_plans.py mobilenetv2) --weights "$BACKBONE" --num_epochs 1 --reference_steps 0 \
-    --train_type $scheme \
-    --logdir "$RUNS" --run_name "$(echo "$scheme" | tr ' ' '_' | tr -d '-')" >/dev/null
+    --train_type $scheme --logdir "$RUNS" --run_name "$(echo "$scheme" | tr ' ' '_' | tr -d '-')" >/dev/null \
+    || echo "'$scheme' failed (above); going on" >&2
 done
 $PY - "$RUNS" <<'PY'
 import json, os, sys

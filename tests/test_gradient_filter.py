@@ -58,6 +58,27 @@ def test_filtered_gradient_is_the_patch_averaged_gradient(size, kernel, stride, 
     assert not np.allclose(_gradients(filtered, x, w, upstream)[1], _gradients(plain, x, w, upstream)[1], atol=1e-3)
 
 
+@pytest.mark.parametrize("size,stride,padding,radius", [(8, 2, "same", 2), (9, 2, "valid", 5), (7, 2, "same", 2)])
+def test_pointwise_path_inside_a_tf_function(size, stride, padding, radius):
+    """The 1x1 path's shapes are static, so it traces (as training does), odd sides included."""
+    x = tf.random.normal((2, size, size, 6))
+    w = tf.random.normal((1, 1, 6, 4))
+    plain = _convolution(False, stride, padding)
+    out = plain(x, w).shape[1]
+    radius = min(radius, out)
+    if out % radius:
+        pytest.skip("radius does not tile")
+    upstream = tf.random.normal(plain(x, w).shape)
+
+    @tf.function
+    def filtered_gradients(x, w):
+        return _gradients(lambda a, b: gradient_filter.filtered_convolution(
+            a, b, strides=(stride, stride), padding=padding, radius=(radius, radius), depthwise=False), x, w, upstream)
+
+    for got, want in zip(filtered_gradients(x, w), _gradients(plain, x, w, _patch_average(upstream, radius))):
+        np.testing.assert_allclose(got, want, atol=2e-5)
+
+
 def small_backbone_model() -> tf.keras.Model:
     """A registry-shaped model: a nested backbone of three named blocks, then the head."""
     inner = tf.keras.Input((16, 16, 3))

@@ -91,3 +91,19 @@ def _small_lite():
 def _config():
     from test_train import config
     return config(train_type="tinytl_lite_residual_training")
+
+
+@pytest.mark.parametrize("constructor,size", [(tf.keras.applications.MobileNetV2, 80),  # 5 -> 3 px at block_13
+                                              (tf.keras.applications.VGG16, 32)])  # a block reading the input layer
+def test_branches_follow_odd_sizes_and_input_layers(constructor, size):
+    backbone = constructor(include_top=False, weights=None, input_shape=(size, size, 3))
+    lite = lite_residual.add_lite_residuals(backbone)
+    images = tf.random.uniform((1, size, size, 3))
+    np.testing.assert_allclose(lite(images), backbone(images), atol=1e-5)
+
+
+def test_blocks_that_are_not_images_are_refused():
+    inputs = tf.keras.Input((4, 8))
+    tokens = tf.keras.layers.Dense(8, name="encoderblock_1_mlp")(inputs)  # ViT-like: 3-D tokens
+    with pytest.raises(UserError, match="does not map images to images"):
+        lite_residual.add_lite_residuals(tf.keras.Model(inputs, tokens))
