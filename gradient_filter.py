@@ -174,8 +174,11 @@ class FilteredDepthwiseConv2D(_Filtered, tf.keras.layers.DepthwiseConv2D):
         return self.activation(outputs) if self.activation is not None else outputs
 
 
+BLOCK_PATTERN = re.compile(r"(.*?block_?\d+)")  # a numbered block's name prefix (block_3, conv4_block2)
+
+
 def _block_key(conv_name: str) -> str:
-    match = re.match(r"(.*?block_?\d+)", conv_name)
+    match = BLOCK_PATTERN.match(conv_name)
     return match.group(1) if match else re.sub(r"_(depthwise|project|expand|conv)$", "", conv_name)
 
 

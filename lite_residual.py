@@ -18,15 +18,14 @@ its weights copied by layer name.
 """
 from __future__ import annotations
 
-import re
 from typing import Dict, List
 
 import tensorflow as tf
 
+from gradient_filter import BLOCK_PATTERN
 from utils import UserError
 
 MARK = "_lite_"  # in the names of every branch layer
-_BLOCK = re.compile(r"(.*?block_?\d+)")
 
 
 def is_branch_layer(layer: tf.keras.layers.Layer) -> bool:
@@ -74,7 +73,7 @@ def add_lite_residuals(backbone: tf.keras.Model) -> tf.keras.Model:
     """`backbone` rebuilt with a lite residual on each numbered block, its weights copied."""
     config = backbone.get_config()
     entries = config["layers"]
-    keys = {entry["name"]: match.group(1) for entry in entries if (match := _BLOCK.match(entry["name"]))}
+    keys = {entry["name"]: match.group(1) for entry in entries if (match := BLOCK_PATTERN.match(entry["name"]))}
     if not keys:
         raise UserError(f"{backbone.name} has no numbered blocks (block_N, convN_blockM): lite residual "
                         f"learning is for the CNN backbones")

@@ -14,7 +14,12 @@ class GradientFilterTraining(Scheme):
     frozen, so back-propagation stops at the first filtered block."""
 
     def initial_mask(self, model):
-        layers = gradient_filter.filtered_block_layers(model, self.context.config.gf_blocks)
-        chosen = {id(variable) for layer in layers for variable in layer.trainable_weights}
-        in_blocks = np.array([id(variable) in chosen for variable in model.trainable_weights], np.uint8)
-        return in_blocks | classifier_mask(model)
+        return last_blocks_mask(model, self.context.config.gf_blocks)
+
+
+def last_blocks_mask(model, blocks: int) -> np.ndarray:
+    """Every tensor of the backbone's last `blocks` blocks, and the classifier."""
+    layers = gradient_filter.filtered_block_layers(model, blocks)
+    chosen = {id(variable) for layer in layers for variable in layer.trainable_weights}
+    in_blocks = np.array([id(variable) in chosen for variable in model.trainable_weights], np.uint8)
+    return in_blocks | classifier_mask(model)

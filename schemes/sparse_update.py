@@ -29,7 +29,7 @@ import tensorflow as tf
 
 import gradient_filter
 import models
-from schemes.base import Context, Scheme, classifier_mask
+from schemes.base import Context, Scheme, bias_mask, classifier_mask
 from schemes.elastic import normalized
 from schemes.time_budget import StepTimeController
 from train_step import MOMENTUM, classification_loss, preserved_state
@@ -43,6 +43,7 @@ def block_tensors(model: tf.keras.Model) -> List[Dict[str, List[int]]]:
     """For each backbone block (forward order), the indices (model.trainable_weights order) of its
     weights and of its biases, without the classifier's."""
     head = set(models.head_indices(model))
+    biases_of_model = bias_mask(model)
     index = {id(variable): k for k, variable in enumerate(model.trainable_weights)}
     groups = []
     for _, layers in gradient_filter.blocks(model):
@@ -52,8 +53,7 @@ def block_tensors(model: tf.keras.Model) -> List[Dict[str, List[int]]]:
                 k = index.get(id(variable))
                 if k is None or k in head:
                     continue
-                is_bias = any(variable is getattr(layer, name, None) for name in ("bias", "beta"))
-                (biases if is_bias else weights).append(k)
+                (biases if biases_of_model[k] else weights).append(k)
         if weights or biases:
             groups.append({"weights": weights, "biases": biases})
     return groups

@@ -46,6 +46,7 @@ def main(argv=None) -> int:
     import gradient_filter
     import models
     import profiler
+    from schemes.filtering import last_blocks_mask
     from train_step import TrainStep, forward_function, make_optimizer, wall_time_samples, typical_ms
 
     images, labels = profiler.random_batch(
@@ -68,10 +69,7 @@ def main(argv=None) -> int:
                 continue
             steps = []
             for model in (plain, filtered):
-                layers = gradient_filter.filtered_block_layers(model, count)
-                chosen = {id(v) for layer in layers for v in layer.trainable_weights}
-                mask = [id(v) in chosen or k in models.head_indices(model)
-                        for k, v in enumerate(model.trainable_weights)]
+                mask = last_blocks_mask(model, count)
                 setup = make_optimizer("sgd", 1e-3, 5e-4, 10_000)
                 steps.append(TrainStep(model, setup.optimizer, [v for v, keep in zip(model.trainable_weights, mask)
                                                                  if keep]))
