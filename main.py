@@ -29,6 +29,7 @@ import profile_tables  # noqa: E402
 import selection_solver_DP as solver  # noqa: E402
 from run_outputs import RunOutputs, unique_run_name  # noqa: E402
 from schemes import SCHEMES  # noqa: E402
+from schemes.baselines import parse_block_range  # noqa: E402
 from train import TrainConfig, load_profile_for, train  # noqa: E402
 from train_step import OPTIMIZERS  # noqa: E402
 from utils import UserError, ensure_writable_dir, positive_int, read_json, run_cli, str2bool  # noqa: E402
@@ -95,6 +96,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     flag("--gf_blocks", type=positive_int, default=filtering.DEFAULT_BLOCKS,
          help="with gradient filtering: how many of the backbone's last blocks are filtered (and, "
               "for gradient_filter_training, trained)")
+    flag("--block_range", default=None, metavar="FIRST:STOP",
+         help="block_range_training: train only the backbone's blocks FIRST to STOP-1 (counted from "
+              "the input, 0-based; an unnumbered stem or top layer counts as a block) and the "
+              "classifier, e.g. 0:4; a range past the model's blocks is refused with the list of them")
     flag("--rho_mode", default="exact", choices=solver.RHO_MODES,
          help="elastic schemes: how rho becomes a backward budget. exact = rho*T_full - T_fp from "
               "the measured profile, so steps take rho of a full step; paper = the original's "
@@ -125,6 +130,8 @@ def requested_run_name(args: argparse.Namespace) -> str:
         parts.append("bntrain")
     if gf_radius(args):
         parts.append(f"gf{gf_radius(args)}x{args.gf_blocks}")
+    if args.block_range:
+        parts.append("blocks" + args.block_range.replace(":", "-"))
     return "_".join(parts)
 
 
@@ -157,6 +164,12 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         raise UserError("gradient_filter_training needs a gradient filter: drop --gf_radius 0 or give "
                         "--gf_radius R")
     gradient_filter = (radius, args.gf_blocks if radius else 0)
+    if (args.train_type == "block_range_training") != (args.block_range is not None):
+        raise UserError("--block_range FIRST:STOP goes with --train_type block_range_training (and that "
+                        "scheme needs it), e.g. --train_type block_range_training --block_range 0:4")
+    block_range = ""
+    if args.block_range is not None:
+        block_range = "{}:{}".format(*parse_block_range(args.block_range))
     models.check_input_size(args.model_name, args.input_size)
     num_classes = data.resolve_num_classes(args.dataset_name, args.num_classes, args.data_dir)
     run_name = requested_run_name(args)
@@ -174,7 +187,8 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         weights=args.weights, data_dir=args.data_dir, seed=args.seed, profile=profile,
         probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate,
         bn_mode=args.bn_mode, rho_mode=args.rho_mode, reference_steps=args.reference_steps,
-        checkpoint_every=args.checkpoint_every, gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1])
+        checkpoint_every=args.checkpoint_every, gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1],
+        block_range=block_range)
 
 
 def check_resumable(config: TrainConfig) -> Optional[dict]:
@@ -281,6 +295,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tf.keras.utils.set_random_seed(config.seed)
     model = models.build_model(config.model_name, config.num_classes, config.input_size, config.weights,
                                config.bn_mode, config.gradient_filter, SCHEMES[config.train_type].lite_residual)
+    SCHEMES[config.train_type].check(model, config)
     if SCHEMES[config.train_type].needs_profile:
         profile = load_profile_for(config, model)
     else:  # only to report the achieved step time relative to a full step

@@ -61,6 +61,7 @@ class TrainConfig:
     resolution: int = 1000
     gf_radius: int = 0  # gradient filter patch size (0: off)
     gf_blocks: int = 0  # blocks filtered (0 when off)
+    block_range: str = ""  # block_range_training's "FIRST:STOP" ("" for other schemes)
 
     @property
     def gradient_filter(self) -> Tuple[int, int]:

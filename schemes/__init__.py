@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Dict
 
 from schemes.base import NORMALIZATION_LAYERS, Context, Scheme, bias_mask, bn_plus_bias_mask, classifier_mask, kernels
-from schemes.baselines import PRUNE_PENALTY, BNPlusBias, FullTraining, PruneTraining, StaticTop, TraditionalTL
+from schemes.baselines import PRUNE_PENALTY, BlockRange, BNPlusBias, FullTraining, PruneTraining, StaticTop, TraditionalTL
 from schemes.filtering import GradientFilterTraining
 from schemes.sparse_update import SparseUpdate
 from schemes.tinytl import TinyTLBias, TinyTLLiteResidual
@@ -28,6 +28,7 @@ SCHEMES: Dict[str, type] = {
     "tinytl_bias_training": TinyTLBias,
     "tinytl_lite_residual_training": TinyTLLiteResidual,
     "static_top_training": StaticTop,
+    "block_range_training": BlockRange,
     "gradient_filter_training": GradientFilterTraining,
     "sparse_update_training": SparseUpdate,
     "elastic_training": ElasticTraining,

@@ -80,6 +80,11 @@ class Scheme:
         self.penalty: Optional[Callable[[], tf.Tensor]] = None
         self.overhead: Dict[str, float] = {part: 0.0 for part in self.overhead_parts}  # seconds
 
+    @classmethod
+    def check(cls, model: tf.keras.Model, config: "TrainConfig") -> None:
+        """UserError when the scheme cannot run on this model with these flags (called before the
+        run writes anything)."""
+
     def initial_mask(self, model: tf.keras.Model) -> np.ndarray:
         return np.ones(len(model.trainable_weights), np.uint8)
 

@@ -1,11 +1,19 @@
 """Fixed selections: the paper's baselines (full training, traditional transfer learning, BN+bias,
-PruneTrain) and the freeze-front baseline at ElasticTrainer's budget."""
+PruneTrain), the freeze-front baseline at ElasticTrainer's budget, and one range of blocks alone
+(to measure where in the network the accuracy of fine-tuning comes from)."""
 from __future__ import annotations
 
+import re
+
+from typing import Tuple
+
+import numpy as np
 import tensorflow as tf
 
+import gradient_filter
 from schemes.base import Context, Scheme, bn_plus_bias_mask, classifier_mask, kernels
 from schemes.time_budget import StepTimeController
+from utils import UserError
 
 PRUNE_PENALTY = 1e-4  # weight of the L1 penalty on kernels (PruneTrain baseline)
 
@@ -48,3 +56,40 @@ class StaticTop(Scheme):
         controller = StepTimeController(self.context.profile, config.rho, config.resolution, config.rho_mode)
         top = controller.static_top()
         return top if top.any() else classifier_mask(model)
+
+
+class BlockRange(Scheme):
+    """The backbone's blocks --block_range FIRST:STOP (counted from the input, 0-based, STOP
+    excluded) and the classifier train; every other tensor stays frozen. An analysis baseline:
+    run over consecutive ranges, it shows which depth of the network fine-tuning needs."""
+
+    @classmethod
+    def check(cls, model: tf.keras.Model, config) -> None:
+        block_range_mask(model, parse_block_range(config.block_range))
+
+    def initial_mask(self, model):
+        return block_range_mask(model, parse_block_range(self.context.config.block_range))
+
+
+def parse_block_range(text: str) -> Tuple[int, int]:
+    """'FIRST:STOP' -> (FIRST, STOP); UserError when it is not two integers FIRST < STOP."""
+    match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text or "")
+    if not match or int(match.group(1)) >= int(match.group(2)):
+        raise UserError(f"--block_range must be FIRST:STOP with 0 <= FIRST < STOP (blocks FIRST to STOP-1, "
+                        f"counted from the input), got {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def block_range_mask(model: tf.keras.Model, block_range: Tuple[int, int]) -> np.ndarray:
+    """Every tensor of the backbone's blocks [first, stop) and the classifier; UserError when the
+    model has fewer blocks (the message lists them)."""
+    found = gradient_filter.blocks(model)
+    first, stop = block_range
+    if stop > len(found):
+        names = ", ".join(f"{index} {name}" for index, (name, _) in enumerate(found))
+        raise UserError(f"--block_range {first}:{stop} goes past the {len(found)} blocks of {model.name}"
+                        + (f" ({names})" if found else " (it has no convolutional blocks)"))
+    chosen = {id(variable) for _, layers in found[first:stop] for layer in layers
+              for variable in layer.trainable_weights}
+    in_range = np.array([id(variable) in chosen for variable in model.trainable_weights], np.uint8)
+    return in_range | classifier_mask(model)

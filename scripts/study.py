@@ -12,6 +12,9 @@ where it stopped. TensorBoard logs go to logs/study/<model>_<input>/<plan>/<run>
 from __future__ import annotations
 
 import argparse
+import glob
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -50,6 +53,8 @@ def main_arguments(model_name: str, run: Run, logdir: str) -> List[str]:
         arguments += ["--rho", str(run.rho), "--rho_mode", run.rho_mode]
     if run.gradient_filter:
         arguments += ["--gf_radius", str(run.gradient_filter[0]), "--gf_blocks", str(run.gradient_filter[1])]
+    if run.block_range:
+        arguments += ["--block_range", run.block_range]
     return arguments
 
 
@@ -63,6 +68,33 @@ def profiler_arguments(model_name: str, bn_mode: str, gradient_filter: Optional[
     return arguments
 
 
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_one_backbone(out_dir: str, sha256: str, weights: str) -> None:
+    """UserError when results already in `out_dir` were fine-tuned from another source backbone
+    (or from one not recorded): a backbone trained again differs, and a table over two of them
+    would compare runs that did not start from the same weights."""
+    others = []
+    for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
+        with open(path) as handle:
+            summary = json.load(handle)
+        if "--weights none" in summary.get("command", ""):
+            continue  # from scratch: no backbone
+        if summary.get("backbone_sha256") != sha256:
+            others.append(os.path.basename(path))
+    if others:
+        raise UserError(f"{len(others)} results in {os.path.relpath(out_dir, ROOT)} (e.g. {others[0]}) were not made "
+                        f"from this {weights} (sha256 {sha256[:12]}...; a backbone made again differs). Move them "
+                        f"aside (e.g. mv {os.path.relpath(out_dir, ROOT)} {os.path.relpath(out_dir, ROOT)}_old) to "
+                        f"start the plan afresh, or bring back the backbone they were made from")
+
+
 def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -> int:
     """Train every run of the plan that has no result yet; print progress and an estimate."""
     runs = plan_runs(plan, model_name, seeds)
@@ -71,8 +103,10 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -
     todo = [run for run in runs if not os.path.exists(os.path.join(out_dir, run.name + ".json"))]
     print(f"study {plan} for {model_name}: {len(runs)} runs, {len(runs) - len(todo)} done, "
           f"{len(todo)} to go; results in {os.path.relpath(out_dir, ROOT)}")
+    backbone_sha256 = None
     if any(not run.weights for run in todo) and not dry_run:
-        require_backbone(model_name, "the study")
+        backbone_sha256 = file_sha256(require_backbone(model_name, "the study"))
+        check_one_backbone(out_dir, backbone_sha256, PROTOCOLS[model_name]["weights"])
     profiles = {(run.bn_mode or PROTOCOLS[model_name]["bn_mode"], run.gradient_filter or (0, 0))
                 for run in todo if run.rho is not None}
     for bn_mode, gradient_filter in sorted(profiles):
@@ -87,6 +121,8 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -
         run = next(run for run in todo if run.name == name)
         summary["command"] = "python main.py " + " ".join(main_arguments(model_name, run, "logs/study/..."))
         summary["process_seconds"] = seconds
+        if not run.weights:
+            summary["backbone_sha256"] = backbone_sha256
         atomic_write_json(os.path.join(out_dir, name + ".json"), summary)
 
     train_all(jobs, log_root, dry_run, on_done=keep)

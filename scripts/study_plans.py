@@ -61,6 +61,7 @@ class Run:
     weights: Optional[str] = None
     bn_mode: Optional[str] = None
     gradient_filter: Optional[Tuple[int, int]] = None  # (radius, blocks)
+    block_range: Optional[str] = None  # block_range_training's "FIRST:STOP"
 
     @property
     def config_name(self) -> str:
@@ -74,6 +75,8 @@ class Run:
             parts.append("scratch")
         if self.gradient_filter:
             parts.append("gf{}x{}".format(*self.gradient_filter))
+        if self.block_range:
+            parts.append("blocks" + self.block_range.replace(":", "-"))
         return "_".join(parts)
 
     @property
@@ -128,7 +131,28 @@ def claims_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
             for config in part]
 
 
-PLANS = {"calibration": calibration_runs, "claims": claims_runs}
+# Where does fine-tuning's accuracy come from? Written down (BENCHMARKS.md, "Where the accuracy
+# lives") before any of these runs: on one backbone, the headline configs again (so that their
+# wall times share one code state and machine), then each stage of the network trained alone
+# with the classifier, then contiguous tops deeper than the claims plan's. The stages are
+# MobileNetV2's resolution stages over its 19 blocks (gradient_filter.blocks): Conv1 to block_2
+# (the stem, down to 16x16 at 64 px), block_3-5 (8x8), block_6-9 (4x4, 64 channels),
+# block_10-12 (4x4, 96 channels), block_13-16 and Conv_1 (2x2).
+DEPTH_STAGES = {"mobilenetv2": ("0:4", "4:7", "7:11", "11:14", "14:19")}
+DEPTH_STATIC_TOPS = (0.7, 0.8, 0.9)  # exact mode: steps at about rho of a full step
+
+
+def depth_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
+    """The headline configs, each stage alone, then deeper static tops; seed by seed in each part."""
+    if model_name not in DEPTH_STAGES:
+        raise UserError(f"the depth plan has stages for {', '.join(DEPTH_STAGES)} only, not {model_name}")
+    parts = [[Run(scheme, 0, rho=rho, rho_mode=mode) for scheme, rho, mode in HEADLINE],
+             [Run("block_range_training", 0, block_range=stage) for stage in DEPTH_STAGES[model_name]],
+             [Run("static_top_training", 0, rho=rho, rho_mode="exact") for rho in DEPTH_STATIC_TOPS]]
+    return [dataclasses.replace(config, seed=seed) for part in parts for seed in seeds for config in part]
+
+
+PLANS = {"calibration": calibration_runs, "claims": claims_runs, "depth": depth_runs}
 
 
 def plan_runs(plan: str, model_name: str, seeds: Sequence[int]) -> List[Run]:

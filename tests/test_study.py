@@ -32,6 +32,39 @@ def test_every_planned_run_parses_with_the_real_cli(protocol):
             assert args.train_type == run.train_type and args.seed == run.seed and args.run_name == run.name
             if run.rho is not None:
                 assert (args.rho, args.rho_mode) == (run.rho, run.rho_mode)
+            assert args.block_range == run.block_range
+
+
+def test_depth_plan_trains_every_stage_once_and_the_stages_tile_the_network(protocol):
+    import gradient_filter
+    import models
+
+    runs = study_plans.plan_runs("depth", "mobilenetv2", [0, 1, 2])
+    stages = study_plans.DEPTH_STAGES["mobilenetv2"]
+    bounds = [tuple(map(int, stage.split(":"))) for stage in stages]
+    model = models.build_model("mobilenetv2", 4, 32, "none")
+    assert bounds[0][0] == 0 and bounds[-1][1] == len(gradient_filter.blocks(model)) == 19
+    assert all(stop == first for (_, stop), (first, _) in zip(bounds, bounds[1:]))  # contiguous, no overlap
+    headline = len(study_plans.HEADLINE)
+    assert [run.config_name for run in runs[:3 * headline]] == [
+        run.config_name for run in study_plans.plan_runs("claims", "mobilenetv2", [0, 1, 2])[:3 * headline]]
+    assert [run.config_name for run in runs if run.train_type == "block_range_training" and run.seed == 0] == [
+        "block_range_training_blocks" + stage.replace(":", "-") for stage in stages]
+    assert len(runs) == 3 * (headline + len(stages) + len(study_plans.DEPTH_STATIC_TOPS))
+    with pytest.raises(UserError, match="stages for mobilenetv2 only"):
+        study_plans.plan_runs("depth", "resnet50", [0])
+
+
+def test_a_plan_refuses_to_mix_source_backbones(tmp_path):
+    mine, other = "a" * 64, "b" * 64
+    (tmp_path / "full_training_s0.json").write_text(json.dumps({"backbone_sha256": mine, "command": "--weights x"}))
+    (tmp_path / "full_training_lr0.01_scratch_s0.json").write_text(json.dumps({"command": "--weights none"}))
+    study.check_one_backbone(str(tmp_path), mine, "saved_models/x.h5")  # same backbone, and a scratch run
+    with pytest.raises(UserError, match=r"1 results in .* were not made from this saved_models/x.h5 .*Move them"):
+        study.check_one_backbone(str(tmp_path), other, "saved_models/x.h5")
+    (tmp_path / "old_s0.json").write_text(json.dumps({"command": "--weights saved_models/x.h5"}))  # not recorded
+    with pytest.raises(UserError, match="e.g. old_s0.json"):
+        study.check_one_backbone(str(tmp_path), mine, "saved_models/x.h5")
 
 
 def test_claims_plan_is_balanced_by_seed_and_covers_the_issue(protocol):

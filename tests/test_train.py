@@ -74,12 +74,15 @@ EXPECTED = {
     # the last block (conv2, with the layers after it) and the classifier
     "gradient_filter_training": ["conv2/kernel:0", "norm/gamma:0", "norm/beta:0", "classifier/kernel:0",
                                  "classifier/bias:0"],
+    # block 0 (conv with its BatchNorm) alone, and the classifier
+    "block_range_training": ["conv/kernel:0", "conv/bias:0", "bn/gamma:0", "bn/beta:0", "classifier/kernel:0",
+                             "classifier/bias:0"],
     "bn_plus_bias_training": ["conv/bias:0", "bn/gamma:0", "bn/beta:0", "norm/gamma:0", "norm/beta:0",
                               "classifier/kernel:0", "classifier/bias:0"],
 }
 
 
-SCHEME_FLAGS = {"gradient_filter_training": dict(gf_radius=2, gf_blocks=1)}
+SCHEME_FLAGS = {"gradient_filter_training": dict(gf_radius=2, gf_blocks=1), "block_range_training": dict(block_range="0:1")}
 
 
 @pytest.mark.parametrize("train_type", sorted(set(schemes.SCHEMES) - {"tinytl_lite_residual_training"}))
@@ -103,6 +106,21 @@ def test_each_scheme_trains_exactly_its_tensors(train_type):
         step(images, labels)
     changed = [w.name for w, old in zip(model.trainable_weights, before) if not np.array_equal(w.numpy(), old)]
     assert changed == chosen
+
+
+def test_block_range_covers_the_network_in_order_and_refuses_bad_ranges():
+    model = tiny_model()
+    head = schemes.classifier_mask(model)
+    second = schemes.BlockRange(make_context(model, "block_range_training", block_range="1:2")).mask
+    assert [w.name for w, keep in zip(model.trainable_weights, second & ~head) if keep] == [
+        "conv2/kernel:0", "norm/gamma:0", "norm/beta:0"]
+    both = schemes.BlockRange(make_context(model, "block_range_training", block_range="0:2")).mask
+    assert both.all()  # the blocks together are the whole network
+    with pytest.raises(UserError, match=r"--block_range 1:3 goes past the 2 blocks of .*\(0 conv, 1 conv2\)"):
+        schemes.BlockRange.check(model, config(train_type="block_range_training", block_range="1:3"))
+    for text in ("2:1", "1", "a:b", "-1:2", ""):
+        with pytest.raises(UserError, match="--block_range must be FIRST:STOP"):
+            schemes.BlockRange.check(model, config(train_type="block_range_training", block_range=text))
 
 
 def test_prune_training_penalises_kernels_only():
