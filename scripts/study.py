@@ -156,6 +156,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     figure = os.path.join(ROOT, "figures", f"study_{args.plan}_{args.model_name}.png")
     write_table(args.plan, args.model_name, directory, args.output or directory + ".md", figure)
     shutil.copyfile(figure, directory + ".png")
+    if args.plan == "depth":  # the accuracy-by-depth figure, kept in git beside the table
+        shutil.copyfile(os.path.splitext(figure)[0] + "_depth.png", directory + "_by_depth.png")
     return 0
 
 

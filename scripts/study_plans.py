@@ -140,6 +140,7 @@ def claims_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
 # block_10-12 (4x4, 96 channels), block_13-16 and Conv_1 (2x2).
 DEPTH_STAGES = {"mobilenetv2": ("0:4", "4:7", "7:11", "11:14", "14:19")}
 DEPTH_STATIC_TOPS = (0.7, 0.8, 0.9)  # exact mode: steps at about rho of a full step
+# and ElasticTrainer at 0.7 exact, against the contiguous top at the same 0.7 on the same backbone
 
 
 def depth_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
@@ -148,7 +149,8 @@ def depth_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
         raise UserError(f"the depth plan has stages for {', '.join(DEPTH_STAGES)} only, not {model_name}")
     parts = [[Run(scheme, 0, rho=rho, rho_mode=mode) for scheme, rho, mode in HEADLINE],
              [Run("block_range_training", 0, block_range=stage) for stage in DEPTH_STAGES[model_name]],
-             [Run("static_top_training", 0, rho=rho, rho_mode="exact") for rho in DEPTH_STATIC_TOPS]]
+             [Run("static_top_training", 0, rho=rho, rho_mode="exact") for rho in DEPTH_STATIC_TOPS]
+             + [Run("elastic_training", 0, rho=0.7, rho_mode="exact")]]
     return [dataclasses.replace(config, seed=seed) for part in parts for seed in seeds for config in part]
 
 

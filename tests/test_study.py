@@ -50,7 +50,8 @@ def test_depth_plan_trains_every_stage_once_and_the_stages_tile_the_network(prot
         run.config_name for run in study_plans.plan_runs("claims", "mobilenetv2", [0, 1, 2])[:3 * headline]]
     assert [run.config_name for run in runs if run.train_type == "block_range_training" and run.seed == 0] == [
         "block_range_training_blocks" + stage.replace(":", "-") for stage in stages]
-    assert len(runs) == 3 * (headline + len(stages) + len(study_plans.DEPTH_STATIC_TOPS))
+    assert len(runs) == 3 * (headline + len(stages) + len(study_plans.DEPTH_STATIC_TOPS) + 1)
+    assert runs[-1].config_name == "elastic_training_rho0.7_exact"
     with pytest.raises(UserError, match="stages for mobilenetv2 only"):
         study_plans.plan_runs("depth", "resnet50", [0])
 
@@ -219,3 +220,42 @@ def test_overhead_bench_runs_parse_and_its_report_splits_the_overhead(protocol):
     assert "step ratio (median steps, elastic / full): 0.500" in text
     assert "(training, evaluation excluded): 0.550 (1.82x faster)" in text
     assert "(whole process: start-up, evaluations, live reference): 0.654" in text
+
+
+def depth_results(directory, stage_accuracies, step_ratios, top_accuracy=0.86):
+    """Full 0.90, TL 0.70 (gap 0.20), ElasticTrainer at 0.43, the five stages, one static top."""
+    runs = [summary("full_training", 0, [0.90], 10.0), summary("traditional_tl_training", 0, [0.70], 3.0),
+            {**summary("elastic_training_rho0.533_paper", 0, [0.72], 5.0), "step_time_ratio_live": 0.43},
+            {**summary("static_top_training_rho0.9_exact", 0, [top_accuracy], 9.0), "step_time_ratio_live": 0.9}]
+    for stage, accuracy, ratio in zip(study_plans.DEPTH_STAGES["mobilenetv2"], stage_accuracies, step_ratios):
+        runs.append({**summary("block_range_training_blocks" + stage.replace(":", "-"), 0, [accuracy], 5.0),
+                     "step_time_ratio_live": ratio})
+    write_results(directory, runs)
+    rows, _ = study_table.summarize_groups(study_table.load_results(str(directory)))
+    return rows
+
+
+def test_depth_reading_follows_its_rule(tmp_path):
+    stages = study_plans.DEPTH_STAGES["mobilenetv2"]
+    front = tmp_path / "front"
+    front.mkdir()
+    rows = depth_results(front, [0.86, 0.74, 0.72, 0.71, 0.72], [0.75, 0.6, 0.5, 0.45, 0.4])
+    gaps = study_table.gap_recovered(rows)
+    assert gaps["block_range_training_blocks0-4"][0] == pytest.approx(0.8)
+    assert gaps["traditional_tl_training"][0] == 0 and gaps["full_training"][0] == pytest.approx(1)
+    verdict = study_table.depth_verdict(rows, stages, 0.43)
+    assert verdict.startswith("supported") and "static_top_training_rho0.9_exact" in verdict
+    cheap = tmp_path / "cheap"
+    cheap.mkdir()
+    rows = depth_results(cheap, [0.80, 0.74, 0.72, 0.71, 0.86], [0.75, 0.6, 0.5, 0.45, 0.4])
+    assert study_table.depth_verdict(rows, stages, 0.43).startswith("refuted: block_range_training_blocks14-19")
+    middle = tmp_path / "middle"
+    middle.mkdir()
+    rows = depth_results(middle, [0.74, 0.84, 0.72, 0.71, 0.72], [0.75, 0.6, 0.5, 0.45, 0.4], top_accuracy=0.75)
+    verdict = study_table.depth_verdict(rows, stages, 0.43)
+    assert verdict.startswith("not supported") and "recovering >= 2/3: none" in verdict
+    partial = [row for row in rows if row["config"] != "block_range_training_blocks14-19"]
+    assert study_table.depth_verdict(partial, stages, 0.43).startswith("incomplete")
+    text = study_table.depth_section(rows, "mobilenetv2", str(tmp_path / "depth.png"))
+    assert "| block_range_training_blocks4-7 | 0.60 ± 0.00 | 84.0 ± 0.0 | 0.70 ± 0.00 |" in text
+    assert (tmp_path / "depth.png").read_bytes()[:4] == b"\x89PNG"
