@@ -46,7 +46,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     flag("--train_type", default="full_training", choices=list(SCHEMES),
          help="training scheme: elastic_training is ElasticTrainer; the others the paper's "
               "baselines and ablations, TinyTL (bias only, lite residual), sparse update and "
-              "gradient filtering (README)")
+              "gradient filtering, and block_range_training, which trains one range of blocks "
+              "(README)")
     flag("--input_size", type=int, default=224, help="input image side in pixels")
     flag("--batch_size", type=positive_int, default=4, help="training batch size")
     flag("--num_classes", type=positive_int, default=None,
@@ -58,7 +59,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
          help="decoupled weight decay factor (the decay is lr * weight_decay; sgd only)")
     flag("--num_epochs", type=positive_int, default=12, help="epochs to train")
     flag("--run_name", default=None,
-         help="name of the run's logs (default: <model>_<dataset>_<train_type>[_rho<rho>]; a "
+         help="name of the run's logs (default: <model>_<dataset>_<train_type>[_rho<rho>][...], "
+              "with the flags that set the scheme apart; a "
               "numeric suffix is added if logs of that name exist)")
     flag("--save_model", type=str2bool, nargs="?", const=True, default=False,
          help="save the best weights to saved_models/<run_name>.h5 (true/false)")
@@ -97,9 +99,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
          help="with gradient filtering: how many of the backbone's last blocks are filtered (and, "
               "for gradient_filter_training, trained)")
     flag("--block_range", default=None, metavar="FIRST:STOP",
-         help="block_range_training: train only the backbone's blocks FIRST to STOP-1 (counted from "
-              "the input, 0-based; an unnumbered stem or top layer counts as a block) and the "
-              "classifier, e.g. 0:4; a range past the model's blocks is refused with the list of them")
+         help="block_range_training only, and required by it: train the backbone's blocks FIRST to "
+              "STOP-1 plus the classifier, e.g. 0:4. Blocks count from the input, from 0; a "
+              "convolution outside a numbered block (MobileNetV2's Conv1, expanded_conv, Conv_1) is "
+              "a block of its own, so MobileNetV2 has 19. A range past the model's blocks is "
+              "refused with the list of them")
     flag("--rho_mode", default="exact", choices=solver.RHO_MODES,
          help="elastic schemes: how rho becomes a backward budget. exact = rho*T_full - T_fp from "
               "the measured profile, so steps take rho of a full step; paper = the original's "
@@ -120,7 +124,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 
 def requested_run_name(args: argparse.Namespace) -> str:
-    """--run_name, or the default <model>_<dataset>_<train_type>[_rho<rho>[_paper]][_bntrain][_gf<r>x<blocks>]."""
+    """--run_name, or the default
+    <model>_<dataset>_<train_type>[_rho<rho>[_paper]][_bntrain][_gf<r>x<blocks>][_blocks<first>-<stop>]."""
     if args.run_name:
         return args.run_name
     parts = [args.model_name, args.dataset_name, args.train_type]
@@ -130,8 +135,8 @@ def requested_run_name(args: argparse.Namespace) -> str:
         parts.append("bntrain")
     if gf_radius(args):
         parts.append(f"gf{gf_radius(args)}x{args.gf_blocks}")
-    if args.block_range:
-        parts.append("blocks" + args.block_range.replace(":", "-"))
+    if args.block_range is not None:
+        parts.append("blocks{}-{}".format(*parse_block_range(args.block_range)))
     return "_".join(parts)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -23,6 +23,13 @@ NORMALIZATION_LAYERS = (tf.keras.layers.BatchNormalization, tf.keras.layers.Laye
 def classifier_mask(model: tf.keras.Model) -> np.ndarray:
     """Tensors of the layer nearest the loss (the classifier)."""
     return np.isin(np.arange(len(model.trainable_weights)), models.head_indices(model)).astype(np.uint8)
+
+
+def layers_mask(model: tf.keras.Model, layers: Sequence[tf.keras.layers.Layer]) -> np.ndarray:
+    """Every trainable tensor of `layers`, and the classifier."""
+    chosen = {id(variable) for layer in layers for variable in layer.trainable_weights}
+    in_layers = np.array([id(variable) in chosen for variable in model.trainable_weights], np.uint8)
+    return in_layers | classifier_mask(model)
 
 
 def bn_plus_bias_mask(model: tf.keras.Model) -> np.ndarray:

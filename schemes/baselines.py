@@ -4,16 +4,18 @@ PruneTrain), the freeze-front baseline at ElasticTrainer's budget, and one range
 from __future__ import annotations
 
 import re
-
-from typing import Tuple
+from typing import TYPE_CHECKING, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 import gradient_filter
-from schemes.base import Context, Scheme, bn_plus_bias_mask, classifier_mask, kernels
+from schemes.base import Context, Scheme, bn_plus_bias_mask, classifier_mask, kernels, layers_mask
 from schemes.time_budget import StepTimeController
 from utils import UserError
+
+if TYPE_CHECKING:
+    from train import TrainConfig
 
 PRUNE_PENALTY = 1e-4  # weight of the L1 penalty on kernels (PruneTrain baseline)
 
@@ -64,10 +66,10 @@ class BlockRange(Scheme):
     run over consecutive ranges, it shows which depth of the network fine-tuning needs."""
 
     @classmethod
-    def check(cls, model: tf.keras.Model, config) -> None:
+    def check(cls, model: tf.keras.Model, config: "TrainConfig") -> None:
         block_range_mask(model, parse_block_range(config.block_range))
 
-    def initial_mask(self, model):
+    def initial_mask(self, model: tf.keras.Model) -> np.ndarray:
         return block_range_mask(model, parse_block_range(self.context.config.block_range))
 
 
@@ -89,7 +91,4 @@ def block_range_mask(model: tf.keras.Model, block_range: Tuple[int, int]) -> np.
         names = ", ".join(f"{index} {name}" for index, (name, _) in enumerate(found))
         raise UserError(f"--block_range {first}:{stop} goes past the {len(found)} blocks of {model.name}"
                         + (f" ({names})" if found else " (it has no convolutional blocks)"))
-    chosen = {id(variable) for _, layers in found[first:stop] for layer in layers
-              for variable in layer.trainable_weights}
-    in_range = np.array([id(variable) in chosen for variable in model.trainable_weights], np.uint8)
-    return in_range | classifier_mask(model)
+    return layers_mask(model, [layer for _, layers in found[first:stop] for layer in layers])

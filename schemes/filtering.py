@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import gradient_filter
-from schemes.base import Scheme, classifier_mask
+from schemes.base import Scheme, layers_mask
 
 
 class GradientFilterTraining(Scheme):
@@ -19,7 +19,4 @@ class GradientFilterTraining(Scheme):
 
 def last_blocks_mask(model, blocks: int) -> np.ndarray:
     """Every tensor of the backbone's last `blocks` blocks, and the classifier."""
-    layers = gradient_filter.filtered_block_layers(model, blocks)
-    chosen = {id(variable) for layer in layers for variable in layer.trainable_weights}
-    in_blocks = np.array([id(variable) in chosen for variable in model.trainable_weights], np.uint8)
-    return in_blocks | classifier_mask(model)
+    return layers_mask(model, gradient_filter.filtered_block_layers(model, blocks))

@@ -4,6 +4,7 @@ then every scheme over several seeds, resumable, summarised as a claims table an
     python scripts/study.py run calibration --model_name mobilenetv2    # baselines only
     python scripts/study.py run claims --model_name mobilenetv2         # hours on 2 cores
     python scripts/study.py table claims --model_name mobilenetv2       # table + figure
+    python scripts/study.py run depth; python scripts/study.py table depth   # where accuracy lives
 
 Each finished run's summary is copied to results/study/<model>_<input>/<plan>/<run>.json (small,
 kept in git); a run whose summary exists is never trained again, so an interrupted study resumes
@@ -69,6 +70,7 @@ def profiler_arguments(model_name: str, bn_mode: str, gradient_filter: Optional[
 
 
 def file_sha256(path: str) -> str:
+    """The file's SHA-256, hex."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -78,21 +80,27 @@ def file_sha256(path: str) -> str:
 
 def check_one_backbone(out_dir: str, sha256: str, weights: str) -> None:
     """UserError when results already in `out_dir` were fine-tuned from another source backbone
-    (or from one not recorded): a backbone trained again differs, and a table over two of them
-    would compare runs that did not start from the same weights."""
-    others = []
+    (or before backbones were recorded): a backbone trained again differs, and a table over two
+    of them would compare runs that did not start from the same weights."""
+    other, unrecorded = [], []
     for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
         with open(path) as handle:
             summary = json.load(handle)
-        if "--weights none" in summary.get("command", ""):
-            continue  # from scratch: no backbone
-        if summary.get("backbone_sha256") != sha256:
-            others.append(os.path.basename(path))
-    if others:
-        raise UserError(f"{len(others)} results in {os.path.relpath(out_dir, ROOT)} (e.g. {others[0]}) were not made "
-                        f"from this {weights} (sha256 {sha256[:12]}...; a backbone made again differs). Move them "
-                        f"aside (e.g. mv {os.path.relpath(out_dir, ROOT)} {os.path.relpath(out_dir, ROOT)}_old) to "
-                        f"start the plan afresh, or bring back the backbone they were made from")
+        if f"--weights {weights}" not in summary.get("command", ""):
+            continue  # not fine-tuned from the protocol's backbone (from scratch)
+        recorded = summary.get("backbone_sha256")
+        if recorded != sha256:
+            (other if recorded else unrecorded).append(os.path.basename(path))
+    if other or unrecorded:
+        folder = os.path.relpath(out_dir, ROOT)
+        found = "; ".join(part for part in (
+            f"{len(other)} made from another backbone (e.g. {other[0]})" if other else "",
+            f"{len(unrecorded)} made before backbones were recorded (e.g. {unrecorded[0]})" if unrecorded else "")
+            if part)
+        raise UserError(f"{folder} holds results not made from this {weights} (sha256 {sha256[:12]}...): {found}. "
+                        f"A backbone made again differs, so a table over both would mix starting points. Move "
+                        f"them aside (mv {folder} {folder}_earlier_backbone) to start the plan afresh, or bring "
+                        f"back the backbone they were made from")
 
 
 def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -> int:
@@ -136,9 +144,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="run: train the runs that have no result yet; table: summarise results")
     parser.add_argument("plan", choices=sorted(PLANS),
                         help="calibration: the baselines under candidate protocols (chooses the proxy); "
-                             "claims: every scheme under the chosen protocol")
+                             "claims: every scheme under the chosen protocol; depth: each stage of the "
+                             "network trained alone, deeper static tops and the headline again, on one "
+                             "backbone (mobilenetv2)")
     parser.add_argument("--model_name", default="mobilenetv2", choices=sorted(PROTOCOLS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the claims plan")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the claims and depth plans")
     parser.add_argument("--dry_run", action="store_true", help="print the commands, train nothing")
     parser.add_argument("--output", default=None,
                         help="table: markdown file to write (default: results/study/<model>_<input>/"
@@ -156,8 +166,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     figure = os.path.join(ROOT, "figures", f"study_{args.plan}_{args.model_name}.png")
     write_table(args.plan, args.model_name, directory, args.output or directory + ".md", figure)
     shutil.copyfile(figure, directory + ".png")
-    if args.plan == "depth":  # the accuracy-by-depth figure, kept in git beside the table
-        shutil.copyfile(os.path.splitext(figure)[0] + "_depth.png", directory + "_by_depth.png")
+    by_depth = os.path.splitext(figure)[0] + "_depth.png"
+    if args.plan == "depth" and os.path.exists(by_depth):  # the accuracy-by-depth figure, kept in git
+        shutil.copyfile(by_depth, directory + "_by_depth.png")
     return 0
 
 

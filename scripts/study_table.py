@@ -165,86 +165,6 @@ def plot(groups: Dict[str, List[Dict]], rows: List[Dict], target: float, title: 
     plt.close(figure)
 
 
-def gap_recovered(rows: List[Dict], floor: str = "traditional_tl_training",
-                  ceiling: str = "full_training") -> Dict[str, tuple]:
-    """Per config, the share of the gap between `floor` and `ceiling` (mean best accuracies) that
-    its runs recover: (accuracy − floor) / (ceiling − floor), mean ± std over its seeds."""
-    by_name = {row["config"]: row for row in rows}
-    if floor not in by_name or ceiling not in by_name:
-        raise UserError(f"the gap needs {floor} and {ceiling} results")
-    low, high = by_name[floor]["best_accuracy"][0], by_name[ceiling]["best_accuracy"][0]
-    if high <= low:
-        raise UserError(f"{ceiling} ({100 * high:.1f} %) is not above {floor} ({100 * low:.1f} %): there is no gap")
-    return {row["config"]: mean_std([(accuracy - low) / (high - low) for accuracy in row["accuracies"]])
-            for row in rows}
-
-
-DEPTH_SUPPORT = 2 / 3  # "most of the gap" in the depth plan's rule (BENCHMARKS.md)
-
-
-def depth_verdict(rows: List[Dict], stages: Sequence[str], budget_step_ratio: float) -> str:
-    """The depth plan's rule, fixed before it ran (BENCHMARKS.md, "Where the accuracy lives"):
-    supported if the first stage alone recovers more of the gap than any later stage alone and a
-    contiguous top recovers ≥ 2/3 only with the stem; refuted if a later stage alone recovers
-    ≥ 2/3 at a step ratio within ElasticTrainer's budget."""
-    gaps = gap_recovered(rows)
-    by_name = {row["config"]: row for row in rows}
-    stage_names = ["block_range_training_blocks" + stage.replace(":", "-") for stage in stages]
-    if any(name not in gaps for name in stage_names):
-        return "incomplete: not every stage has results yet"
-    first, later = gaps[stage_names[0]][0], [gaps[name][0] for name in stage_names[1:]]
-    cheap_and_enough = [name for name in stage_names[1:] if gaps[name][0] >= DEPTH_SUPPORT
-                        and by_name[name]["step_ratio"][0] <= budget_step_ratio]
-    if cheap_and_enough:
-        return (f"refuted: {', '.join(cheap_and_enough)} alone recover(s) >= 2/3 of the gap at a step ratio "
-                f"within the budget ({budget_step_ratio:.2f})")
-    tops = sorted((by_name[name]["step_ratio"][0], gaps[name][0], name) for name in gaps
-                  if name.startswith("static_top_training"))
-    enough_tops = [name for _, gap, name in tops if gap >= DEPTH_SUPPORT]
-    front_first = first > max(later)
-    lines = [f"stem alone recovers {first:.2f} of the gap; later stages {', '.join(f'{g:.2f}' for g in later)}",
-             "contiguous tops recovering >= 2/3: " + (", ".join(enough_tops) or "none")]
-    return ("supported" if front_first else "not supported") + ": " + "; ".join(lines)
-
-
-def plot_depth(rows: List[Dict], gaps: Dict[str, tuple], title: str, path: str) -> None:
-    """Best accuracy (mean ± std) against the live step ratio: each stage alone, contiguous tops,
-    and the headline configs, with full training and traditional TL as lines."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(8.5, 5.5))
-    by_name = {row["config"]: row for row in rows}
-    for name, line in (("full_training", "-"), ("traditional_tl_training", "--")):
-        if name in by_name:
-            axes.axhline(100 * by_name[name]["best_accuracy"][0], color="grey", linestyle=line, linewidth=0.9,
-                         label=f"{name} ({100 * by_name[name]['best_accuracy'][0]:.1f} %)")
-    families = (("block_range_training", "one stage alone", "tab:blue", "s"),
-                ("static_top_training", "contiguous top (static top)", "tab:green", "^"),
-                ("elastic_training", "ElasticTrainer", "tab:red", "o"),
-                ("bn_plus_bias_training", "BN+bias", "tab:purple", "D"))
-    for prefix, label, color, marker in families:
-        members = sorted((row for row in rows if row["config"].startswith(prefix)
-                          and math.isfinite(row["step_ratio"][0])), key=lambda row: row["step_ratio"][0])
-        for index, row in enumerate(members):
-            axes.errorbar(row["step_ratio"][0], 100 * row["best_accuracy"][0], xerr=row["step_ratio"][1],
-                          yerr=100 * row["best_accuracy"][1], fmt=marker, color=color, capsize=3,
-                          label=label if index == 0 else None)
-            tag = row["config"].replace(prefix, "").strip("_").replace("blocks", "blocks ") or prefix
-            axes.annotate(f"{tag} ({gaps[row['config']][0]:.2f})", (row["step_ratio"][0], 100 * row["best_accuracy"][0]),
-                          textcoords="offset points", xytext=(5, 4), fontsize=7, color=color)
-    axes.set(xlabel="step time / full step (live, mean ± std)", ylabel="best test accuracy (%, mean ± std)",
-             title=title + "\n(in brackets: share of the full-vs-TL gap recovered)")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8, loc="lower right")
-    figure.tight_layout()
-    for target_path in (path, os.path.splitext(path)[0] + ".pdf"):
-        with atomic_path(target_path) as temporary:
-            figure.savefig(temporary, dpi=120)
-    plt.close(figure)
-
-
 def learning_rate_groups(groups: Dict[str, List[Dict]]) -> Dict[str, Dict[str, List[Dict]]]:
     """Calibration results split by the `_lr<rate>` in their config names."""
     split: Dict[str, Dict[str, List[Dict]]] = {}
@@ -253,25 +173,6 @@ def learning_rate_groups(groups: Dict[str, List[Dict]]) -> Dict[str, Dict[str, L
         if match:
             split.setdefault(match.group(1), {})[name] = runs
     return dict(sorted(split.items(), key=lambda item: float(item[0])))
-
-
-def depth_section(rows: List[Dict], model_name: str, figure_path: str) -> str:
-    """The depth plan's reading: the gap each config recovers, the verdict of its rule, a figure."""
-    from study_plans import DEPTH_STAGES
-
-    gaps = gap_recovered(rows)
-    by_name = {row["config"]: row for row in rows}
-    budget = by_name.get("elastic_training_rho0.533_paper", {}).get("step_ratio", (float("nan"),))[0]
-    lines = ["| run | step ratio (live) | best acc % | share of the full-vs-TL gap recovered |",
-             "|---|---:|---:|---:|"]
-    for row in sorted(rows, key=lambda row: (row["step_ratio"][0] if math.isfinite(row["step_ratio"][0]) else 1.0)):
-        lines.append(f"| {row['config']} | {_pm(row['step_ratio'], digits=2)} | {_pm(row['best_accuracy'], 100)} | "
-                     f"{_pm(gaps[row['config']], digits=2)} |")
-    verdict = depth_verdict(rows, DEPTH_STAGES[model_name], budget)
-    plot_depth(rows, gaps, f"{model_name}: where fine-tuning's accuracy lives", figure_path)
-    text = "\n".join(lines) + f"\n\nRule (BENCHMARKS.md, fixed before the runs): {verdict}\n"
-    print(text + f"figure: {figure_path} (and .pdf)")
-    return text
 
 
 def write_table(plan: str, model_name: str, directory: str, output: Optional[str], figure_path: str) -> int:
@@ -294,6 +195,7 @@ def write_table(plan: str, model_name: str, directory: str, output: Optional[str
     plot(groups, all_rows, target, f"{model_name}: {plan} study on the embedded dataset", figure_path)
     print(f"figure: {figure_path} (and .pdf)")
     if plan == "depth":
+        from study_depth import depth_section
         table += "\n" + depth_section(all_rows, model_name, os.path.splitext(figure_path)[0] + "_depth.png")
     if output:
         atomic_write_text(output, table)

@@ -202,6 +202,9 @@ def test_config_differences_name_each_changed_flag():
     saved = dict(model_name="resnet50", rho=0.5, batch_size=4, logdir="a")
     assert checkpoints.config_differences(saved, dict(saved, rho=0.4, batch_size=8, logdir="b")) == [
         "--batch_size was 4, now 8", "--rho was 0.5, now 0.4"]
+    # a config saved before a flag existed had its default: it resumes unless the flag is set now
+    assert checkpoints.config_differences(saved, dict(saved, block_range="", gf_radius=0)) == []
+    assert checkpoints.config_differences(saved, dict(saved, block_range="0:4")) == ["--block_range was '', now '0:4'"]
 
 
 def test_resume_refuses_other_flags_and_needs_a_run(workdir, tfds_dir, capsys):

@@ -11,6 +11,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import study  # noqa: E402
+import study_depth  # noqa: E402
 import study_plans  # noqa: E402
 import study_table  # noqa: E402
 from utils import UserError  # noqa: E402
@@ -42,8 +43,10 @@ def test_depth_plan_trains_every_stage_once_and_the_stages_tile_the_network(prot
     runs = study_plans.plan_runs("depth", "mobilenetv2", [0, 1, 2])
     stages = study_plans.DEPTH_STAGES["mobilenetv2"]
     bounds = [tuple(map(int, stage.split(":"))) for stage in stages]
-    model = models.build_model("mobilenetv2", 4, 32, "none")
-    assert bounds[0][0] == 0 and bounds[-1][1] == len(gradient_filter.blocks(model)) == 19
+    found = gradient_filter.blocks(models.build_model("mobilenetv2", 4, 32, "none"))
+    assert bounds[0][0] == 0 and bounds[-1][1] == len(found) == 19
+    # each stage starts where MobileNetV2 halves its map (block_3, 6, 13) or widens it (block_10)
+    assert [found[first][0] for first, _ in bounds] == ["Conv1", "block_3", "block_6", "block_10", "block_13"]
     assert all(stop == first for (_, stop), (first, _) in zip(bounds, bounds[1:]))  # contiguous, no overlap
     headline = len(study_plans.HEADLINE)
     assert [run.config_name for run in runs[:3 * headline]] == [
@@ -58,13 +61,15 @@ def test_depth_plan_trains_every_stage_once_and_the_stages_tile_the_network(prot
 
 def test_a_plan_refuses_to_mix_source_backbones(tmp_path):
     mine, other = "a" * 64, "b" * 64
-    (tmp_path / "full_training_s0.json").write_text(json.dumps({"backbone_sha256": mine, "command": "--weights x"}))
+    made = "python main.py --weights saved_models/x.h5 --seed 0"
+    (tmp_path / "full_training_s0.json").write_text(json.dumps({"backbone_sha256": mine, "command": made}))
     (tmp_path / "full_training_lr0.01_scratch_s0.json").write_text(json.dumps({"command": "--weights none"}))
     study.check_one_backbone(str(tmp_path), mine, "saved_models/x.h5")  # same backbone, and a scratch run
-    with pytest.raises(UserError, match=r"1 results in .* were not made from this saved_models/x.h5 .*Move them"):
+    with pytest.raises(UserError, match=r"not made from this saved_models/x.h5 .*: 1 made from another backbone "
+                                        r"\(e.g. full_training_s0.json\)\. .*Move them"):
         study.check_one_backbone(str(tmp_path), other, "saved_models/x.h5")
-    (tmp_path / "old_s0.json").write_text(json.dumps({"command": "--weights saved_models/x.h5"}))  # not recorded
-    with pytest.raises(UserError, match="e.g. old_s0.json"):
+    (tmp_path / "old_s0.json").write_text(json.dumps({"command": made}))  # from before the hash was kept
+    with pytest.raises(UserError, match=r": 1 made before backbones were recorded \(e.g. old_s0.json\)"):
         study.check_one_backbone(str(tmp_path), mine, "saved_models/x.h5")
 
 
@@ -222,40 +227,45 @@ def test_overhead_bench_runs_parse_and_its_report_splits_the_overhead(protocol):
     assert "(whole process: start-up, evaluations, live reference): 0.654" in text
 
 
-def depth_results(directory, stage_accuracies, step_ratios, top_accuracy=0.86):
-    """Full 0.90, TL 0.70 (gap 0.20), ElasticTrainer at 0.43, the five stages, one static top."""
+def depth_results(directory, stage_accuracies, step_ratios, top_accuracies=(0.74, 0.75, 0.86)):
+    """Full 0.90, TL 0.70 (gap 0.20), ElasticTrainer at 0.43, the five stages, the three tops."""
     runs = [summary("full_training", 0, [0.90], 10.0), summary("traditional_tl_training", 0, [0.70], 3.0),
-            {**summary("elastic_training_rho0.533_paper", 0, [0.72], 5.0), "step_time_ratio_live": 0.43},
-            {**summary("static_top_training_rho0.9_exact", 0, [top_accuracy], 9.0), "step_time_ratio_live": 0.9}]
+            {**summary("elastic_training_rho0.533_paper", 0, [0.72], 5.0), "step_time_ratio_live": 0.43}]
+    for rho, accuracy in zip(study_plans.DEPTH_STATIC_TOPS, top_accuracies):
+        runs.append({**summary(study_depth.top_config(rho), 0, [accuracy], 9.0), "step_time_ratio_live": rho})
     for stage, accuracy, ratio in zip(study_plans.DEPTH_STAGES["mobilenetv2"], stage_accuracies, step_ratios):
-        runs.append({**summary("block_range_training_blocks" + stage.replace(":", "-"), 0, [accuracy], 5.0),
-                     "step_time_ratio_live": ratio})
+        runs.append({**summary(study_depth.stage_config(stage), 0, [accuracy], 5.0), "step_time_ratio_live": ratio})
+    directory.mkdir()
     write_results(directory, runs)
     rows, _ = study_table.summarize_groups(study_table.load_results(str(directory)))
     return rows
 
 
+RATIOS = [0.75, 0.6, 0.5, 0.45, 0.4]
+
+
 def test_depth_reading_follows_its_rule(tmp_path):
-    stages = study_plans.DEPTH_STAGES["mobilenetv2"]
-    front = tmp_path / "front"
-    front.mkdir()
-    rows = depth_results(front, [0.86, 0.74, 0.72, 0.71, 0.72], [0.75, 0.6, 0.5, 0.45, 0.4])
-    gaps = study_table.gap_recovered(rows)
+    stages, tops = study_plans.DEPTH_STAGES["mobilenetv2"], study_plans.DEPTH_STATIC_TOPS
+    rows = depth_results(tmp_path / "front", [0.86, 0.74, 0.72, 0.71, 0.72], RATIOS)
+    gaps = study_depth.gap_recovered(rows)
     assert gaps["block_range_training_blocks0-4"][0] == pytest.approx(0.8)
     assert gaps["traditional_tl_training"][0] == 0 and gaps["full_training"][0] == pytest.approx(1)
-    verdict = study_table.depth_verdict(rows, stages, 0.43)
-    assert verdict.startswith("supported") and "static_top_training_rho0.9_exact" in verdict
-    cheap = tmp_path / "cheap"
-    cheap.mkdir()
-    rows = depth_results(cheap, [0.80, 0.74, 0.72, 0.71, 0.86], [0.75, 0.6, 0.5, 0.45, 0.4])
-    assert study_table.depth_verdict(rows, stages, 0.43).startswith("refuted: block_range_training_blocks14-19")
-    middle = tmp_path / "middle"
-    middle.mkdir()
-    rows = depth_results(middle, [0.74, 0.84, 0.72, 0.71, 0.72], [0.75, 0.6, 0.5, 0.45, 0.4], top_accuracy=0.75)
-    verdict = study_table.depth_verdict(rows, stages, 0.43)
-    assert verdict.startswith("not supported") and "recovering >= 2/3: none" in verdict
-    partial = [row for row in rows if row["config"] != "block_range_training_blocks14-19"]
-    assert study_table.depth_verdict(partial, stages, 0.43).startswith("incomplete")
-    text = study_table.depth_section(rows, "mobilenetv2", str(tmp_path / "depth.png"))
+    verdict = study_depth.depth_verdict(rows, stages, tops)
+    assert verdict.startswith("supported") and verdict.endswith(">= 2/3: static_top_training_rho0.9_exact")
+    # a stage above the stem recovers most of the gap within the "50 %" budget
+    rows = depth_results(tmp_path / "cheap", [0.80, 0.74, 0.72, 0.71, 0.86], RATIOS)
+    assert study_depth.depth_verdict(rows, stages, tops).startswith("refuted: block_range_training_blocks14-19")
+    # the stem first, but no top recovers 2/3, or a shallower top already does
+    for name, top_accuracies in (("none", (0.72, 0.73, 0.74)), ("shallow", (0.86, 0.87, 0.88))):
+        rows = depth_results(tmp_path / name, [0.86, 0.74, 0.72, 0.71, 0.72], RATIOS, top_accuracies)
+        assert study_depth.depth_verdict(rows, stages, tops).startswith("neither supported nor refuted")
+    # a middle stage first
+    rows = depth_results(tmp_path / "middle", [0.74, 0.84, 0.72, 0.71, 0.72], RATIOS)
+    assert study_depth.depth_verdict(rows, stages, tops).startswith("neither")
+    partial = [row for row in rows if row["config"] not in ("block_range_training_blocks14-19", "traditional_tl_training")]
+    assert study_depth.depth_verdict(partial, stages, tops) == (
+        "incomplete: needs traditional_tl_training, block_range_training_blocks14-19")
+    assert study_depth.depth_section(partial, "mobilenetv2", str(tmp_path / "none.png")).startswith("Rule")
+    text = study_depth.depth_section(rows, "mobilenetv2", str(tmp_path / "depth.png"))
     assert "| block_range_training_blocks4-7 | 0.60 ± 0.00 | 84.0 ± 0.0 | 0.70 ± 0.00 |" in text
     assert (tmp_path / "depth.png").read_bytes()[:4] == b"\x89PNG"
