@@ -91,11 +91,11 @@ def plot_depth(rows: List[Dict], gaps: Dict[str, tuple], title: str, path: str) 
                           color=color, capsize=3, label=label if index == 0 else None)
             tag = row["config"].replace(prefix, "").strip("_").replace("blocks", "blocks ") or prefix
             axes.annotate(f"{tag} ({gaps[row['config']][0]:.2f})", (x, y), textcoords="offset points",
-                          xytext=(5, 4), fontsize=7, color=color)
+                          xytext=(5, 4 - 9 * (index % 2)), fontsize=7, color=color)  # neighbours alternate
     axes.set(xlabel="step time / full step (live, mean ± std)", ylabel="best test accuracy (%, mean ± std)",
              title=title + "\n(in brackets: share of the full-vs-TL gap recovered)")
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=8, loc="lower right")
+    axes.legend(fontsize=8, loc="upper left")
     figure.tight_layout()
     for target_path in (path, os.path.splitext(path)[0] + ".pdf"):
         with atomic_path(target_path) as temporary:
