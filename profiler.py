@@ -33,7 +33,7 @@ import tensorflow as tf  # noqa: E402
 import gradient_filter as filtering  # noqa: E402
 import models  # noqa: E402
 import profile_tables  # noqa: E402
-from train_step import (TrainStep, forward_function, make_optimizer, shared_forward,  # noqa: E402
+from train_step import (TrainStep, forward_function, full_gradients, make_optimizer, shared_forward,  # noqa: E402
                         typical_ms, wall_time_samples, wall_times_ms)
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli  # noqa: E402
 
@@ -225,14 +225,15 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
                                                       profile_tables.point_tensors(points, which)], forward=shared)
                    for which in (-1, 0)] + [TrainStep(model, timed_optimizer, model.trainable_weights, forward=shared)]
     forward = forward_function(model)
+    gradients = full_gradients(model, shared)  # the importance probe's pass: training re-anchors on it
     try:
         for _ in range(WARM_UP_ROUNDS):  # trace the functions and warm caches up
-            for run in calibration + [step]:
+            for run in calibration + [step, gradients]:
                 run(images, labels)[0].numpy()
             forward(images, labels).numpy()
         # Calibration samples are pooled from before and after recording the trace: a shared
         # machine's speed drifts over a minute.
-        timed = [lambda run=run: run(images, labels)[0].numpy() for run in calibration]
+        timed = [lambda run=run: run(images, labels)[0].numpy() for run in calibration + [gradients]]
         samples = wall_time_samples(timed, (repeats + 1) // 2)
         structure = step_structure(step, images, labels)
         if from_trace:
@@ -243,13 +244,13 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         rows = convert_trace(xplane)
         for pooled, later in zip(samples, wall_time_samples(timed, repeats // 2 or 1)):
             pooled.extend(later)
-        head_ms, path_ms, full_ms = (typical_ms(s) for s in samples)
+        head_ms, path_ms, full_ms, gradients_ms = (typical_ms(s) for s in samples)
     finally:
         model.set_weights(snapshot)
     if csv_path:
         atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
     meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
-                device=device_name(), optimizer=optimizer,
+                device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms,
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
     return profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
                                        meta=meta)

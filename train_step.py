@@ -79,6 +79,19 @@ def shared_forward(model: tf.keras.Model) -> Forward:
     return tf.function(lambda images: model(images, training=True))
 
 
+def full_gradients(model: tf.keras.Model, forward: Forward) -> Callable:
+    """A tf.function: the gradients of every trainable tensor on one batch, no update (the
+    importance probe's). The profiler times it too (`T_grad_ms`), so that training can tell how
+    much faster or slower the machine runs now than when it was profiled."""
+    def gradients(images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
+        with tf.GradientTape() as tape:
+            tape.watch(model.trainable_weights)
+            loss = classification_loss(labels, forward(images))
+        return tape.gradient(loss, model.trainable_weights)
+
+    return tf.function(gradients)
+
+
 class TrainStep:
     """A tf.function that trains `variables` on one batch and returns (loss, logits).
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 import models
 from schemes.base import Context, Scheme, classifier_mask
 from schemes.time_budget import StepTimeController
-from train_step import Forward, classification_loss, preserved_state, wall_times_ms
+from train_step import Forward, full_gradients, preserved_state, wall_times_ms
 
 
 class ImportanceProbe:
@@ -27,19 +27,22 @@ class ImportanceProbe:
                  forward: Optional[Forward] = None):
         self.model, self.optimizer = model, optimizer
         self.forward = forward or (lambda images: model(images, training=True))  # the run's shared one
-        self._gradients = tf.function(self._compute_gradients)
+        self._gradients = full_gradients(model, self.forward)
+        self.last_batch = None  # the last batch probed (to time the gradients on)
 
-    def _compute_gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
-        with tf.GradientTape() as tape:
-            tape.watch(self.model.trainable_weights)
-            loss = classification_loss(labels, self.forward(images))
-        return tape.gradient(loss, self.model.trainable_weights)
+    def gradients_ms(self, calls: int = 3) -> float:
+        """Typical wall time (ms) of the probe's full gradients on the last probed batch, state
+        restored after (dropout and augmentation draw from their generators)."""
+        images, labels = self.last_batch
+        with preserved_state(self.model, self.optimizer):
+            return wall_times_ms([lambda: self._gradients(images, labels)[0].numpy()], calls, block=calls)[0]
 
     def loss_change(self, batches: Sequence) -> np.ndarray:
         """-sum(g1 * dw0) per tensor, averaged over batches (forward order)."""
         weights = self.model.trainable_weights
         totals = np.zeros(len(weights))
         for images, labels in batches:
+            self.last_batch = (images, labels)
             with preserved_state(self.model, self.optimizer):
                 start = [w.numpy() for w in weights]
                 self.optimizer.apply_gradients(zip(self._gradients(images, labels), weights),
@@ -54,6 +57,7 @@ class ImportanceProbe:
         totals = np.zeros(len(self.model.trainable_weights))
         with preserved_state(self.model, self.optimizer):
             for images, labels in batches:
+                self.last_batch = (images, labels)
                 totals += [float(tf.reduce_sum(tf.abs(g))) for g in self._gradients(images, labels)]
         return totals / max(len(batches), 1)
 
@@ -107,6 +111,9 @@ class ElasticTraining(Scheme):
                 info.update(self._recalibrate())
         with self.timed("probe"):  # the first probe also traces and compiles the probe's graph
             importance = normalized(self.importance())
+            if self._anchored():
+                info["elastic/drift"] = self.controller.set_drift(
+                    self.probe.gradients_ms() / float(self.context.profile["T_grad_ms"]))
         with self.timed("dp"):
             mask = self.controller.select(importance)
         if not mask.any():  # nothing is worth its time: keep learning in the classifier
@@ -118,6 +125,16 @@ class ElasticTraining(Scheme):
                      "elastic/predicted_rho": predicted / self.controller.T_full_ms,
                      "elastic/correction": self.controller.correction})
         return info
+
+    def _anchored(self) -> bool:
+        """Whether this selection re-anchors rho on the machine's current speed: the probe's full
+        gradients timed now against the profile's. Exact mode only (paper mode's budget is a
+        share of the backward pass); not at the first selection (a new process runs its first
+        steps slow) nor with --recalibrate (which re-measures full steps itself); and only with
+        a profile that timed them (made since T_grad_ms was recorded) and a probed batch."""
+        config = self.context.config
+        return (config.rho_mode == "exact" and self.selections > 0 and not config.recalibrate
+                and "T_grad_ms" in (self.context.profile or {}) and self.probe.last_batch is not None)
 
     def state(self) -> Dict:
         return {**super().state(), "selections": self.selections, "probe_position": self.probe_position,

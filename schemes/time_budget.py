@@ -19,7 +19,10 @@ class StepTimeController:
     exact mode: the profile predicts a step as T_fp + T_bp(M) and the target is rho * T_full
     (DESIGN.md §3). After each selection has run, the ratio of achieved to predicted step time
     (a running average) corrects the next budget, so throttling, other load or a stale profile
-    do not let steps drift off target. `recalibrate` swaps in live T_fp / T_full measurements.
+    do not let steps drift off target. That alone would hold steps at rho times the *profiled*
+    full step; `set_drift` (how much slower the machine runs now than when profiled, from the
+    probe's full gradients timed live) keeps the target at rho times today's full step.
+    `recalibrate` swaps in live T_fp / T_full measurements instead.
     paper mode: the original's budget, (rho - 1/3) * 3/2 of the backward time, open loop.
     """
 
@@ -29,6 +32,7 @@ class StepTimeController:
         self.t_dy = np.array([t["t_dy_ms"] for t in reversed(profile["tensors"])], float)  # backward order
         self.t_dw = np.array([t["t_dw_ms"] for t in reversed(profile["tensors"])], float)
         self.correction = 1.0
+        self.drift, self._drifts = 1.0, 0  # today's full step / the profile's (set_drift), and how many
         self._samples: List[float] = []
         self._warned = False
         try:
@@ -44,7 +48,17 @@ class StepTimeController:
 
     @property
     def target_ms(self) -> float:
-        return self.rho * self.T_full_ms
+        """rho times a full step as long as it takes now."""
+        return self.rho * self.T_full_ms * self.drift
+
+    def set_drift(self, drift: float) -> float:
+        """Re-anchor the target on a live measurement: `drift` = a full-gradient pass now / in the
+        profile. Later measurements are averaged in (as the correction is), so one timing caught
+        in a burst of other load moves the target only half-way."""
+        if math.isfinite(drift) and drift > 0:
+            self._drifts += 1
+            self.drift = drift if self._drifts == 1 else 0.5 * (self.drift + drift)
+        return self.drift
 
     def predicted_ms(self, mask: np.ndarray) -> float:
         return self.T_fp_ms + float(solver.backward_time(self.t_dy, self.t_dw, mask[::-1]))
@@ -102,12 +116,14 @@ class StepTimeController:
 
     def state(self) -> Dict:
         """What a checkpoint keeps of the closed loop (and of live recalibration)."""
-        return {"correction": self.correction, "samples": list(self._samples), "warned": self._warned,
+        return {"correction": self.correction, "drift": self.drift, "drifts": self._drifts, "samples": list(self._samples),
+                "warned": self._warned,
                 "T_fp_ms": self.T_fp_ms, "T_full_ms": self.T_full_ms,
                 "t_dy": self.t_dy.tolist(), "t_dw": self.t_dw.tolist()}
 
     def load_state(self, state: Dict) -> None:
         self.correction, self._samples, self._warned = state["correction"], list(state["samples"]), state["warned"]
+        self.drift, self._drifts = state.get("drift", 1.0), state.get("drifts", 0)  # older checkpoints: none
         self.T_fp_ms, self.T_full_ms = state["T_fp_ms"], state["T_full_ms"]
         self.t_dy, self.t_dw = np.array(state["t_dy"], float), np.array(state["t_dw"], float)
 
@@ -123,3 +139,4 @@ class StepTimeController:
             return
         self.t_dw, self.t_dy = self.t_dw * dw_scale, self.t_dy * dy_scale
         self.T_fp_ms, self.T_full_ms, self.correction = T_fp, measured_ms[2], 1.0
+        self.drift, self._drifts = 1.0, 0

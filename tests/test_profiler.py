@@ -149,6 +149,7 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
     assert all(t["t_dw_ms"] >= 0 and t["t_dy_ms"] >= 0 for t in profile["tensors"])
     assert profile["coverage"] >= 0.95, profile["unattributed_ops"]
     assert profile["T_full_ms"] > profile["T_fp_ms"] > 0
+    assert profile["T_grad_ms"] > 0  # the probe's full gradients, timed for training's live anchor
     points = profiler.tensor_points(model)
     for k in range(len(points) - 1):  # shared points: no t_dy between (backward order) neighbours
         if points[k] == points[k + 1]:

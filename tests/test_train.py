@@ -267,6 +267,49 @@ def test_controller_closes_the_loop():
     assert controller.select(importance).sum() == 1  # the cheapest tensor alone, never nothing
 
 
+def test_a_machine_uniformly_faster_than_its_profile_keeps_rho_of_todays_full_step():
+    model = tiny_model()
+    profile = tiny_profile(model)
+    importance = np.linspace(1.0, 2.0, len(TENSORS))
+    fresh = schemes.StepTimeController(profile, rho=0.7)
+    wanted = fresh.select(importance)
+    stale = schemes.StepTimeController(profile, rho=0.7)  # everything runs at 0.8 of the profile's times
+    for _ in range(10):
+        stale.observe(0.8 * stale.predicted_ms(wanted))
+    stale.end_period(wanted)
+    assert stale.correction == pytest.approx(0.8)
+    uncorrected = stale.select(importance)  # the loop alone aims at 0.7 of the *profiled* full step
+    assert stale.predicted_ms(uncorrected) > fresh.target_ms
+    assert stale.set_drift(0.8) == pytest.approx(0.8)  # a full-gradient pass timed at 0.8 of the profile's
+    assert stale.target_ms == pytest.approx(0.7 * 0.8 * profile["T_full_ms"])
+    np.testing.assert_array_equal(stale.select(importance), wanted)  # rho of today's full step again
+    assert stale.set_drift(1.0) == pytest.approx(0.9)  # later anchors are averaged in
+    assert stale.set_drift(float("nan")) == pytest.approx(0.9)  # a failed timing changes nothing
+    restored = schemes.StepTimeController(profile, rho=0.7)
+    restored.load_state(stale.state())
+    assert restored.drift == pytest.approx(0.9) and restored.set_drift(0.5) == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize("rho_mode, profiled, anchored", [("exact", True, True), ("paper", True, False),
+                                                          ("exact", False, False)])
+def test_elastic_reanchors_on_the_probes_gradients_from_its_second_selection(rho_mode, profiled, anchored):
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    context = make_context(model, "elastic_training", rho=0.9, rho_mode=rho_mode)
+    if profiled:
+        context.profile["T_grad_ms"] = 1e6  # far slower than anything here: drift well below 1
+    scheme = schemes.ElasticTraining(context)
+    first = scheme.reselect(0)
+    assert "elastic/drift" not in first and scheme.controller.drift == 1.0  # a new process runs slow
+    before = [v.numpy().copy() for v in model.variables]
+    second = scheme.reselect(4)
+    assert ("elastic/drift" in second) == anchored
+    if anchored:
+        assert 0 < second["elastic/drift"] < 0.01 and scheme.controller.drift == second["elastic/drift"]
+    for old, variable in zip(before, model.variables):  # timing the gradients trains nothing
+        np.testing.assert_array_equal(old, variable.numpy())
+
+
 def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
     model = tiny_model()
     calls = {"count": 0}
