@@ -94,8 +94,10 @@ def closed_loop(run_dir: str) -> str:
     if "elastic/correction" not in run.tags:
         return ""
     achieved = dict(run.series("elastic/target_vs_achieved")) if "elastic/target_vs_achieved" in run.tags else {}
+    drift = dict(run.series("elastic/drift")) if "elastic/drift" in run.tags else {}
     parts = [f"step {step}: correction {value:.3f}" + (f" (the period before ran at {achieved[step]:.3f} x target)"
                                                        if step in achieved else "")
+             + (f", drift {drift[step]:.3f}" if step in drift else "")
              for step, value in run.series("elastic/correction")]
     return "closed loop at each selection: " + "; ".join(parts)
 

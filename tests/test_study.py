@@ -269,3 +269,15 @@ def test_depth_reading_follows_its_rule(tmp_path):
     text = study_depth.depth_section(rows, "mobilenetv2", str(tmp_path / "depth.png"))
     assert "| block_range_training_blocks4-7 | 0.60 ± 0.00 | 84.0 ± 0.0 | 0.70 ± 0.00 |" in text
     assert (tmp_path / "depth.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_drift_benchmark_scales_every_time_of_a_profile():
+    import bench_drift
+
+    profile = {"model_name": "m", "T_fp_ms": 10.0, "T_bp_ms": 20.0, "T_full_ms": 30.0, "T_grad_ms": 25.0,
+               "tensors": [{"name": "w", "t_dw_ms": 2.0, "t_dy_ms": 4.0}]}
+    slow = bench_drift.scaled_profile(profile, 1.5, keep_anchor=True)
+    assert (slow["T_fp_ms"], slow["T_full_ms"], slow["T_grad_ms"]) == (15.0, 45.0, 37.5)
+    assert slow["tensors"] == [{"name": "w", "t_dw_ms": 3.0, "t_dy_ms": 6.0}] and slow["model_name"] == "m"
+    assert "T_grad_ms" not in bench_drift.scaled_profile(profile, 1.5, keep_anchor=False)
+    assert profile["T_full_ms"] == 30.0 and profile["tensors"][0]["t_dw_ms"] == 2.0  # the original is untouched
