@@ -456,6 +456,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 profile, json_path, model_name=args.model_name, input_size=args.input_size,
                 num_classes=args.num_classes, batch_size=args.batch_size, bn_mode=args.bn_mode,
                 gradient_filter=gradient_filter, tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command="")
+            if "T_grad_ms" not in profile:  # training re-anchors exact mode on it
+                raise UserError(f"{json_path} was made before the probe's full-gradient pass was timed (T_grad_ms)")
             logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
         except UserError as error:  # stale (e.g. made before BatchNorm modes were recorded) or broken
             logging.info("measuring again: %s", str(error).split(". Make the right one")[0])

@@ -186,6 +186,13 @@ def test_cli_profiles_then_reuses(tmp_path, caplog):
             assert profiler.main(arguments) == 0
         assert "measuring again: profile" in caplog.text and "bn_mode 'train' (need 'frozen'" in caplog.text
         assert profile_tables.load_profile(str(path))["bn_mode"] == "frozen"
+        older = {key: value for key, value in profile.items() if key != "T_grad_ms"}
+        path.write_text(json.dumps(older))  # made before the probe's pass was timed
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            assert profiler.main(arguments) == 0
+        assert "measuring again" in caplog.text and "before the probe's full-gradient pass was timed" in caplog.text
+        assert profile_tables.load_profile(str(path))["T_grad_ms"] > 0
     finally:
         os.chdir(cwd)
 
