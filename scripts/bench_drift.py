@@ -92,7 +92,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 ratios.append(json.load(handle)["step_time_ratio_live"])
             events = plot.Run(run_dir)
             drifts.append(events.series("elastic/drift")[-1][1] if "elastic/drift" in events.tags else float("nan"))
-        rows.append(f"| {name} | {len(ratios)} | {statistics.fmean(ratios):.3f} ± {statistics.pstdev(ratios):.3f} | "
+        rows.append(f"| {name} | {len(ratios)} | {statistics.fmean(ratios):.3f} ± {statistics.stdev(ratios) if len(ratios) > 1 else 0.0:.3f} | "
                     f"{', '.join(f'{r:.3f}' for r in ratios)} | {', '.join(f'{d:.3f}' for d in drifts)} |")
     table = "\n".join([f"ElasticTrainer, exact mode, rho {args.rho}, {args.num_epochs} epochs, a selection every "
                        f"{args.interval:g}; stale profiles are the fresh one x {args.scale}", "",
