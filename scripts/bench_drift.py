@@ -29,7 +29,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import plot  # noqa: E402
-from study_plans import protocol_flags, require_backbone  # noqa: E402
+import profile_tables  # noqa: E402
+from study import profiler_arguments  # noqa: E402
+from study_plans import PROTOCOLS, protocol_flags, require_backbone  # noqa: E402
 from utils import atomic_write_json, atomic_write_text, run_cli  # noqa: E402
 
 TIME_KEYS = ("T_fp_ms", "T_bp_ms", "T_full_ms", "T_head_ms", "T_path_ms", "T_grad_ms")
@@ -60,26 +62,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--output", default=None, help="markdown file for the table")
     args = parser.parse_args(argv)
     weights = require_backbone(args.model_name, "the drift benchmark")
-    flags = protocol_flags(args.model_name)
-    value = dict(zip(flags[::2], flags[1::2]))
-    profile_flags = ["--model_name", args.model_name, "--input_size", value["--input_size"], "--num_classes", "64",
-                     "--batch_size", value["--batch_size"], "--bn_mode", value["--bn_mode"], "--force"]
+    protocol, flags = PROTOCOLS[args.model_name], protocol_flags(args.model_name)
     python = sys.executable
-    subprocess.run([python, "profiler.py", *profile_flags], cwd=ROOT, check=True)
-    fresh_path = os.path.join(ROOT, "profile_extracted", "{}_{}_64_{}_profile.json".format(
-        args.model_name, value["--input_size"], value["--batch_size"]))
+    subprocess.run([python, "profiler.py", *profiler_arguments(args.model_name, protocol["bn_mode"]), "--force"],
+                   cwd=ROOT, check=True)
+    fresh_path = os.path.join(ROOT, "profile_extracted", profile_tables.profile_name(
+        args.model_name, protocol["input_size"], protocol["num_classes"], protocol["batch_size"],
+        protocol["bn_mode"]) + ".json")
     with open(fresh_path) as handle:
         fresh = json.load(handle)
-    variants = {"fresh": fresh_path}
-    for name, keep in (("stale", True), ("stale, no anchor", False)):
-        path = os.path.join(ROOT, args.logdir, name.replace(", ", "_").replace(" ", "_") + "_profile.json")
+    variants = {"fresh": ("fresh", fresh_path)}  # slug -> (name in the table, profile)
+    for slug, name, keep in (("stale", "stale", True), ("stale_no_anchor", "stale, no anchor", False)):
+        path = os.path.join(ROOT, args.logdir, slug + "_profile.json")
         atomic_write_json(path, scaled_profile(fresh, args.scale, keep))
-        variants[name] = path
+        variants[slug] = (name, path)
     rows: List[str] = []
-    for name, path in variants.items():
+    for slug, (name, path) in variants.items():
         ratios, drifts = [], []
         for seed in args.seeds:
-            run = f"{name.replace(', ', '_').replace(' ', '_')}_s{seed}"
+            run = f"{slug}_s{seed}"
             command = [python, "main.py", *flags, "--weights", weights, "--train_type", "elastic_training",
                        "--rho", str(args.rho), "--rho_mode", "exact", "--num_epochs", str(args.num_epochs),
                        "--interval", str(args.interval), "--seed", str(seed), "--profile", path,

@@ -80,8 +80,9 @@ def file_sha256(path: str) -> str:
 
 def check_one_backbone(out_dir: str, sha256: str, weights: str) -> None:
     """UserError when results already in `out_dir` were fine-tuned from another source backbone
-    (or before backbones were recorded): a backbone trained again differs, and a table over two
-    of them would compare runs that did not start from the same weights."""
+    (or before backbones were recorded): a backbone trained again by other code differs (by the
+    same code on a machine of the same kind it came out identical), and a table over two of
+    them would compare runs that did not start from the same weights."""
     other, unrecorded = [], []
     for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
         with open(path) as handle:
@@ -98,7 +99,7 @@ def check_one_backbone(out_dir: str, sha256: str, weights: str) -> None:
             f"{len(unrecorded)} made before backbones were recorded (e.g. {unrecorded[0]})" if unrecorded else "")
             if part)
         raise UserError(f"{folder} holds results not made from this {weights} (sha256 {sha256[:12]}...): {found}. "
-                        f"A backbone made again differs, so a table over both would mix starting points. Move "
+                        f"A backbone made again by other code differs, so a table over both would mix starting points. Move "
                         f"them aside (mv {folder} {folder}_earlier_backbone) to start the plan afresh, or bring "
                         f"back the backbone they were made from")
 

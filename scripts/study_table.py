@@ -76,15 +76,16 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
     rows = []
     for name, runs in groups.items():
         reach = [time_to_reach(run["history"], target) for run in runs]
+        accuracies = [run["best_test_accuracy"] for run in runs]
         seconds = mean_std([run["train_seconds"] for run in runs])
         reached = [r for r in reach if r is not None]
         overhead = [(run.get("compile_seconds", 0.0) + sum(run.get("selection_seconds", []))) / run["train_seconds"]
                     for run in runs]
         rows.append({
             "config": name, "seeds": len(runs),
-            "best_accuracy": mean_std([run["best_test_accuracy"] for run in runs]),
-            "accuracies": [run["best_test_accuracy"] for run in runs],
-            "relative_accuracy": mean_std([run["best_test_accuracy"] for run in runs])[0] / full_best,
+            "best_accuracy": mean_std(accuracies),
+            "accuracies": accuracies,
+            "relative_accuracy": mean_std(accuracies)[0] / full_best,
             "final_accuracy": mean_std([run["final_test_accuracy"] for run in runs]),
             "train_seconds": seconds,
             "step_ratio": mean_std([run.get("step_time_ratio_live", float("nan")) for run in runs]),
