@@ -2,7 +2,7 @@
 time budget every `interval` epochs; and its importance ablations."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -30,12 +30,16 @@ class ImportanceProbe:
         self._gradients = full_gradients(model, self.forward)
         self.last_batch = None  # the last batch probed (to time the gradients on)
 
-    def gradients_ms(self, calls: int = 3) -> float:
-        """Typical wall time (ms) of the probe's full gradients on the last probed batch, state
-        restored after (dropout and augmentation draw from their generators)."""
+    def gradients_ms(self, step: Optional[Callable] = None, calls: int = 3) -> List[float]:
+        """Typical wall times (ms) of the probe's full gradients on the last probed batch and, given
+        a compiled train `step`, of that step on the same batch, called alternately (a burst of
+        other load slows both alike); state restored after (dropout draws from its generator)."""
         images, labels = self.last_batch
+        functions = [lambda: self._gradients(images, labels)[0].numpy()]
+        if step is not None:
+            functions.append(lambda: step(images, labels)[0].numpy())
         with preserved_state(self.model, self.optimizer):
-            return wall_times_ms([lambda: self._gradients(images, labels)[0].numpy()], calls, block=calls)[0]
+            return wall_times_ms(functions, calls, block=1)
 
     def loss_change(self, batches: Sequence) -> np.ndarray:
         """-sum(g1 * dw0) per tensor, averaged over batches (forward order)."""
@@ -112,8 +116,7 @@ class ElasticTraining(Scheme):
         with self.timed("probe"):  # the first probe also traces and compiles the probe's graph
             importance = normalized(self.importance())
             if self._anchored():
-                info["elastic/drift"] = self.controller.set_drift(
-                    self.probe.gradients_ms() / float(self.context.profile["T_grad_ms"]))
+                info["elastic/drift"] = self.controller.set_drift(self._drift(info.get("elastic/achieved_step_ms")))
         with self.timed("dp"):
             mask = self.controller.select(importance)
         if not mask.any():  # nothing is worth its time: keep learning in the classifier
@@ -125,6 +128,19 @@ class ElasticTraining(Scheme):
                      "elastic/predicted_rho": predicted / self.controller.T_full_ms,
                      "elastic/correction": self.controller.correction})
         return info
+
+    def _drift(self, achieved_ms: Optional[float]) -> float:
+        """How much slower than at profiling the machine ran the period that just ended: the
+        probe's full gradients now against the profile's, scaled by how the period's own steps
+        (typical of hundreds) compare with the same step timed now, alternately with the
+        gradients. A moment of other load during the few timed calls then cancels out instead
+        of moving the target (one burst read 1.22 where full training ran at 1.02). Without a
+        measured period or its cached step, the gradients timed now alone."""
+        steps, T_grad = self.context.steps, float(self.context.profile["T_grad_ms"])
+        if achieved_ms and steps.has(self.mask):
+            gradients_ms, step_ms = self.probe.gradients_ms(steps.get(self.mask))
+            return gradients_ms * (achieved_ms / step_ms) / T_grad
+        return self.probe.gradients_ms()[0] / T_grad
 
     def _anchored(self) -> bool:
         """Whether this selection re-anchors rho on the machine's current speed: the probe's full

@@ -302,12 +302,42 @@ def test_elastic_reanchors_on_the_probes_gradients_from_its_second_selection(rho
     first = scheme.reselect(0)
     assert "elastic/drift" not in first and scheme.controller.drift == 1.0  # a new process runs slow
     before = [v.numpy().copy() for v in model.variables]
-    second = scheme.reselect(4)
+    second = scheme.reselect(4)  # no period measured: the gradients timed now alone
     assert ("elastic/drift" in second) == anchored
     if anchored:
         assert 0 < second["elastic/drift"] < 0.01 and scheme.controller.drift == second["elastic/drift"]
     for old, variable in zip(before, model.variables):  # timing the gradients trains nothing
         np.testing.assert_array_equal(old, variable.numpy())
+
+
+def test_the_live_anchor_reads_the_period_s_speed_through_an_alternating_ratio(monkeypatch):
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    context = make_context(model, "elastic_training", rho=0.9, rho_mode="exact")
+    context.profile["T_grad_ms"] = 40.0
+    scheme = schemes.ElasticTraining(context)
+    scheme.reselect(0)
+    images, labels = next(iter(tiny_data()))
+    context.steps.get(scheme.mask)(images, labels)  # the period's step is compiled and cached
+    for _ in range(5):
+        scheme.observe_step(30.0)  # the period ran its steps in 30 ms
+    before = [v.numpy().copy() for v in model.variables]
+    live = scheme.probe.gradients_ms(context.steps.get(scheme.mask))
+    assert len(live) == 2 and min(live) > 0
+    for old, variable in zip(before, model.variables):  # timing the step alongside trains nothing
+        np.testing.assert_array_equal(old, variable.numpy())
+    timed = []
+
+    def gradients_ms(step=None, calls=3):
+        timed.append(step)
+        return [60.0, 45.0] if step is not None else [60.0]  # a burst: both timed 1.5x slow
+
+    monkeypatch.setattr(scheme.probe, "gradients_ms", gradients_ms)
+    period_step = context.steps.get(scheme.mask)
+    info = scheme.reselect(4)
+    assert timed == [period_step]  # the gradients alternate with the step the period ran
+    # the gradients run as fast as the period's steps suggest: 60 * 30 / 45 = 40 ms, the profile's
+    assert info["elastic/drift"] == pytest.approx(1.0)
 
 
 def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
