@@ -284,8 +284,10 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
 
     Besides `selections` random masks, times the classifier alone ("head"), the deepest layer
     alone ("path") and every tensor ("full"), in alternating blocks of consecutive steps, and
-    compares typical (25th-percentile) times with the saved profile's predictions and with the
-    profile re-anchored to this session's head, path and full steps.
+    compares typical (25th-percentile) times with the saved profile's predictions, with them
+    scaled by the live anchor as exact-mode training applies it (the probe's full gradients,
+    timed here among the steps, against the profile's `T_grad_ms`), and with the profile
+    re-anchored to this session's head, path and full steps.
     """
     points = tensor_points(model)
     as_mask = lambda indices: np.isin(np.arange(len(points)), indices).astype(np.uint8)  # noqa: E731
@@ -301,12 +303,14 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
         forward = shared_forward(model)  # steps built as training builds them (train.StepCache)
         trainers = [TrainStep(model, setup.optimizer, [w for w, k in zip(model.trainable_weights, m) if k],
                               forward=forward) for _, m in masks]
+        trainers.append(full_gradients(model, forward))  # the live anchor's pass, timed among them
         for _ in range(WARM_UP_ROUNDS):
             for trainer in trainers:
                 trainer(images, labels)[0].numpy()
-        measured = wall_times_ms([lambda t=t: t(images, labels)[0].numpy() for t in trainers], steps)
+        *measured, gradients_ms = wall_times_ms([lambda t=t: t(images, labels)[0].numpy() for t in trainers], steps)
     finally:
         model.set_weights(snapshot)
+    drift = gradients_ms / profile["T_grad_ms"] if profile.get("T_grad_ms") else float("nan")
     # Re-anchor the model to the head, path and full steps measured now (as --recalibrate does
     # in training): what remains is the time model's own error, not the machine's drift.
     t_dw = [t["t_dw_ms"] for t in profile["tensors"]]
@@ -320,21 +324,28 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
         deepest = int(np.flatnonzero(mask)[0])
         results.append(dict(selection=label, tensors=int(mask.sum()), depth=len(mask) - deepest,
                             predicted_ms=predicted, measured_ms=actual, anchored_ms=anchored,
-                            error=(predicted - actual) / actual, anchored_error=(anchored - actual) / actual))
+                            live_ms=predicted * drift, error=(predicted - actual) / actual,
+                            live_error=(predicted * drift - actual) / actual,
+                            anchored_error=(anchored - actual) / actual))
     return results
 
 
 def print_validation(results: List[Dict]) -> None:
     """A table of predicted vs measured step times and the error summaries."""
     print(f"{'selection':<11}{'tensors':>8}{'depth':>7}{'predicted ms':>14}{'measured ms':>13}{'error':>8}"
-          f"{'re-anchored':>13}{'error':>8}")
+          f"{'live anchor':>13}{'error':>8}{'re-anchored':>13}{'error':>8}")
     for r in results:
         print(f"{r['selection']:<11}{r['tensors']:>8}{r['depth']:>7}{r['predicted_ms']:>14.1f}"
-              f"{r['measured_ms']:>13.1f}{r['error']:>+8.1%}{r['anchored_ms']:>13.1f}{r['anchored_error']:>+8.1%}")
+              f"{r['measured_ms']:>13.1f}{r['error']:>+8.1%}{r['live_ms']:>13.1f}{r['live_error']:>+8.1%}"
+              f"{r['anchored_ms']:>13.1f}{r['anchored_error']:>+8.1%}")
     errors = np.abs([r["error"] for r in results])
+    live = np.abs([r["live_error"] for r in results])
     anchored = np.abs([r["anchored_error"] for r in results[3:]])
     print(f"relative error of the saved profile: median {np.median(errors):.1%}, max {np.max(errors):.1%} "
           f"over {len(results)} selections")
+    if np.isfinite(live).all():
+        print(f"relative error with the live anchor (as exact-mode training scales the profile from its "
+              f"second selection): median {np.median(live):.1%}, max {np.max(live):.1%}")
     if len(anchored):
         print(f"relative error re-anchored to this session's head, path and full steps (removes machine "
               f"drift): median {np.median(anchored):.1%}, max {np.max(anchored):.1%} over {len(anchored)} "

@@ -250,3 +250,23 @@ def test_a_profile_of_the_other_batchnorm_mode_is_refused():
     assert profile_tables.profile_name("m", 64, 10, 32) == "m_64_10_32_profile"
     assert profile_tables.profile_name("m", 64, 10, 32, "train") == "m_64_10_32_bntrain_profile"
     assert profile_tables.profile_command("m", 64, 10, 32, "train").endswith("--batch_size 32 --bn_mode train")
+
+
+def test_validation_scales_predictions_by_the_live_anchor_and_restores_the_weights(tmp_path, capsys):
+    tf.keras.utils.set_random_seed(0)
+    model = branching_cnn()
+    profile = profiler.profile_model(model, 16, num_iterations=2, repeats=3, logdir=str(tmp_path / "trace"))
+    before = [w.copy() for w in model.get_weights()]
+    results = profiler.validate_time_model(model, profile, 16, selections=2, steps=3)
+    assert [r["selection"] for r in results] == ["head", "path", "full", "random 1", "random 2"]
+    drifts = {round(r["live_ms"] / r["predicted_ms"], 9) for r in results}
+    assert len(drifts) == 1 and drifts.pop() > 0  # one factor for every selection: the anchor's
+    for r in results:
+        assert r["live_error"] == pytest.approx((r["live_ms"] - r["measured_ms"]) / r["measured_ms"])
+    for saved, now in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(saved, now)
+    profiler.print_validation(results)
+    assert "with the live anchor" in capsys.readouterr().out
+    older = {k: v for k, v in profile.items() if k != "T_grad_ms"}  # a profile made before the anchor
+    profiler.print_validation(profiler.validate_time_model(model, older, 16, selections=1, steps=3))
+    assert "with the live anchor" not in capsys.readouterr().out
