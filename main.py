@@ -275,6 +275,7 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
                            ("recalibrate", "recalibration")) if parts.get(part))
         overhead.append(f"selecting {sum(seconds):.1f} s ({100 * sum(seconds) / train_seconds:.1f} %, "
                         f"{len(seconds)} selections" + (f": {split})" if split else ")"))
+        overhead.append(f"together {100 * summary['overhead_share']:.1f} %")
     lines.append(f"Inside that time:     {'; '.join(overhead)}")
     if "peak_memory_mb" in summary:
         lines.append(f"Peak memory:          {summary['peak_memory_mb']:.0f} MB resident (the whole process)")

@@ -281,3 +281,24 @@ def test_drift_benchmark_scales_every_time_of_a_profile():
     assert slow["tensors"] == [{"name": "w", "t_dw_ms": 3.0, "t_dy_ms": 6.0}] and slow["model_name"] == "m"
     assert "T_grad_ms" not in bench_drift.scaled_profile(profile, 1.5, keep_anchor=False)
     assert profile["T_full_ms"] == 30.0 and profile["tensors"][0]["t_dw_ms"] == 2.0  # the original is untouched
+
+
+def test_time_model_benchmark_reads_the_profiler_s_own_output(capsys):
+    import bench_time_model
+    import profiler
+
+    for _, flags in bench_time_model.MODELS:  # every row parses with the profiler's real parser
+        profiler.parse_args(flags + ["--force", "--validate", "10"])
+    rows = [dict(selection=name, tensors=3, depth=2, predicted_ms=predicted, measured_ms=10.0,
+                 live_ms=predicted * 0.8, anchored_ms=10.2, error=predicted / 10 - 1,
+                 live_error=predicted * 0.8 / 10 - 1, anchored_error=0.02)
+            for name, predicted in [("head", 10.5), ("path", 11.0), ("full", 10.0), ("random 1", 13.0)]]
+    profiler.print_validation(rows)
+    text = "profiled mobilenetv2 in 21 s: T_fp 19.6 ms, T_bp 39.5 ms, T_full 59.1 ms, coverage 100.0%\n"
+    parsed = bench_time_model.parse_output(text + capsys.readouterr().out)
+    assert parsed["profiled"] == (7.5, 30.0) and parsed["live"] == (14.0, 20.0)  # medians and maxima, %
+    assert parsed["re-anchored"] == (2.0, 2.0) and (parsed["T_fp"], parsed["T_full"]) == (19.6, 59.1)
+    table = bench_time_model.report([("mobilenetv2 64 px / 32 | frozen", parsed)])
+    assert "| 7.5 % / 30.0 % (not met) | 14.0 % / 20.0 % (not met) | 2.0 % / 2.0 % (met) |" in table
+    with pytest.raises(UserError, match="no validation summary"):
+        bench_time_model.parse_output("Traceback: out of memory")

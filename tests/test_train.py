@@ -408,6 +408,8 @@ def test_summary_counts_a_slow_compile_and_splits_the_selection_overhead(tmp_pat
     parts = summary["selection_parts"]
     assert parts["probe"] > 0 and parts["dp"] > 0 and parts["recalibrate"] == 0
     assert parts["probe"] + parts["dp"] <= sum(summary["selection_seconds"])
+    assert summary["overhead_share"] == pytest.approx(
+        (summary["compile_seconds"] + sum(summary["selection_seconds"])) / summary["train_seconds"])
 
 
 def test_live_reference_leaves_weights_and_optimizer_state_untouched():
