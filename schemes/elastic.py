@@ -2,6 +2,7 @@
 time budget every `interval` epochs; and its importance ablations."""
 from __future__ import annotations
 
+import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -10,7 +11,7 @@ import tensorflow as tf
 import models
 from schemes.base import Context, Scheme, classifier_mask
 from schemes.time_budget import StepTimeController
-from train_step import Forward, full_gradients, preserved_state, wall_times_ms
+from train_step import Forward, full_gradients, preserved_state, typical_ms, wall_times_ms
 
 
 class ImportanceProbe:
@@ -27,24 +28,37 @@ class ImportanceProbe:
                  forward: Optional[Forward] = None):
         self.model, self.optimizer = model, optimizer
         self.forward = forward or (lambda images: model(images, training=True))  # the run's shared one
-        self._gradients = full_gradients(model, self.forward)
+        self._full_gradients = full_gradients(model, self.forward)
         self.last_batch = None  # the last batch probed (to time the gradients on)
+        self.calls_ms: List[float] = []  # wall times of the last probe's gradient calls
 
-    def gradients_ms(self, step: Optional[Callable] = None, calls: int = 3) -> List[float]:
-        """Typical wall times (ms) of the probe's full gradients on the last probed batch and, given
-        a compiled train `step`, of that step on the same batch, called alternately (a burst of
-        other load slows both alike); state restored after (dropout draws from its generator)."""
+    def _gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
+        """The full gradients on one batch, the call timed into `calls_ms` (the live anchor's)."""
+        start = time.perf_counter()
+        gradients = self._full_gradients(images, labels)
+        gradients[0].numpy()  # the call has finished
+        self.calls_ms.append((time.perf_counter() - start) * 1000)
+        return gradients
+
+    def gradients_ms(self, step: Optional[Callable] = None, calls: int = 2) -> List[float]:
+        """Typical wall times (ms) of the probe's full gradients and, given a compiled train
+        `step`, of that step on the last probed batch, timed right after the probe (a burst of
+        other load slows both alike). The gradients' are the last probe's own calls when it made
+        some, else timed now; state restored after (dropout draws from its generator)."""
         images, labels = self.last_batch
-        functions = [lambda: self._gradients(images, labels)[0].numpy()]
+        probed, self.calls_ms = self.calls_ms, []
+        functions = [] if probed else [lambda: self._full_gradients(images, labels)[0].numpy()]
         if step is not None:
             functions.append(lambda: step(images, labels)[0].numpy())
         with preserved_state(self.model, self.optimizer):
-            return wall_times_ms(functions, calls, block=1)
+            timed = wall_times_ms(functions, calls, block=1) if functions else []
+        return [typical_ms(probed)] + timed if probed else timed
 
     def loss_change(self, batches: Sequence) -> np.ndarray:
         """-sum(g1 * dw0) per tensor, averaged over batches (forward order)."""
         weights = self.model.trainable_weights
         totals = np.zeros(len(weights))
+        self.calls_ms = []
         for images, labels in batches:
             self.last_batch = (images, labels)
             with preserved_state(self.model, self.optimizer):
@@ -59,6 +73,7 @@ class ImportanceProbe:
     def gradient_magnitude(self, batches: Sequence) -> np.ndarray:
         """sum(|g|) per tensor, averaged over batches (ablation)."""
         totals = np.zeros(len(self.model.trainable_weights))
+        self.calls_ms = []
         with preserved_state(self.model, self.optimizer):
             for images, labels in batches:
                 self.last_batch = (images, labels)

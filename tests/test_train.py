@@ -322,13 +322,19 @@ def test_the_live_anchor_reads_the_period_s_speed_through_an_alternating_ratio(m
     for _ in range(5):
         scheme.observe_step(30.0)  # the period ran its steps in 30 ms
     before = [v.numpy().copy() for v in model.variables]
+    counted, real = [], scheme.probe._full_gradients
+    scheme.probe._full_gradients = lambda *batch: counted.append(1) or real(*batch)
+    scheme.probe.loss_change([(images, labels)])
+    assert len(counted) == 2  # one gradient call before the probe's update, one after
     live = scheme.probe.gradients_ms(context.steps.get(scheme.mask))
-    assert len(live) == 2 and min(live) > 0
+    assert len(live) == 2 and min(live) > 0 and len(counted) == 2  # the probe's own calls, timed
+    assert len(scheme.probe.gradients_ms()) == 1 and len(counted) == 4  # used up: timed anew
+    scheme.probe._full_gradients = real
     for old, variable in zip(before, model.variables):  # timing the step alongside trains nothing
         np.testing.assert_array_equal(old, variable.numpy())
     timed = []
 
-    def gradients_ms(step=None, calls=3):
+    def gradients_ms(step=None, calls=2):
         timed.append(step)
         return [60.0, 45.0] if step is not None else [60.0]  # a burst: both timed 1.5x slow
 
