@@ -146,11 +146,11 @@ class ElasticTraining(Scheme):
 
     def _drift(self, achieved_ms: Optional[float]) -> float:
         """How much slower than at profiling the machine ran the period that just ended: the
-        probe's full gradients now against the profile's, scaled by how the period's own steps
-        (typical of hundreds) compare with the same step timed now, alternately with the
-        gradients. A moment of other load during the few timed calls then cancels out instead
+        probe's own full-gradient calls against the profile's time of them, scaled by how the
+        period's steps (typical of hundreds) compare with the same step timed right after the
+        probe. A moment of other load during those few calls slows both and cancels out instead
         of moving the target (one burst read 1.22 where full training ran at 1.02). Without a
-        measured period or its cached step, the gradients timed now alone."""
+        measured period or its cached step, the probe's calls alone."""
         steps, T_grad = self.context.steps, float(self.context.profile["T_grad_ms"])
         if achieved_ms and steps.has(self.mask):
             gradients_ms, step_ms = self.probe.gradients_ms(steps.get(self.mask))

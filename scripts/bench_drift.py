@@ -3,7 +3,8 @@
     python scripts/bench_drift.py --output results/bench_drift.md
 
 A profile measured in a slow minute predicts every step too slow. This benchmark makes that
-case on purpose: it profiles the study protocol's model afresh, then writes a copy with every
+case on purpose: it profiles the study protocol's model afresh (into LOGDIR/profile; the
+study's profile in profile_extracted/ is left alone), then writes a copy with every
 time scaled by --scale (a profile taken while the machine ran that much slower), and trains
 ElasticTrainer (exact mode, --rho) with
 - fresh:             the fresh profile;
@@ -64,9 +65,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     weights = require_backbone(args.model_name, "the drift benchmark")
     protocol, flags = PROTOCOLS[args.model_name], protocol_flags(args.model_name)
     python = sys.executable
-    subprocess.run([python, "profiler.py", *profiler_arguments(args.model_name, protocol["bn_mode"]), "--force"],
-                   cwd=ROOT, check=True)
-    fresh_path = os.path.join(ROOT, "profile_extracted", profile_tables.profile_name(
+    profiles = os.path.join(ROOT, args.logdir, "profile")  # the study's own profile is left alone
+    subprocess.run([python, "profiler.py", *profiler_arguments(args.model_name, protocol["bn_mode"]), "--force",
+                    "--output_dir", profiles, "--logdir", os.path.join(profiles, "trace")], cwd=ROOT, check=True)
+    fresh_path = os.path.join(profiles, profile_tables.profile_name(
         args.model_name, protocol["input_size"], protocol["num_classes"], protocol["batch_size"],
         protocol["bn_mode"]) + ".json")
     with open(fresh_path) as handle:

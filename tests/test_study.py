@@ -302,3 +302,9 @@ def test_time_model_benchmark_reads_the_profiler_s_own_output(capsys):
     assert "| 7.5 % / 30.0 % (not met) | 14.0 % / 20.0 % (not met) | 2.0 % / 2.0 % (met) |" in table
     with pytest.raises(UserError, match="no validation summary"):
         bench_time_model.parse_output("Traceback: out of memory")
+
+
+def test_compile_benchmark_refuses_bad_grappler_options_in_one_line():
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_compile.py"), "--grappler", "{oops"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "--grappler is not JSON" in done.stderr and "Traceback" not in done.stderr

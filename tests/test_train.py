@@ -302,7 +302,7 @@ def test_elastic_reanchors_on_the_probes_gradients_from_its_second_selection(rho
     first = scheme.reselect(0)
     assert "elastic/drift" not in first and scheme.controller.drift == 1.0  # a new process runs slow
     before = [v.numpy().copy() for v in model.variables]
-    second = scheme.reselect(4)  # no period measured: the gradients timed now alone
+    second = scheme.reselect(4)  # no period measured: the probe's own gradient calls alone
     assert ("elastic/drift" in second) == anchored
     if anchored:
         assert 0 < second["elastic/drift"] < 0.01 and scheme.controller.drift == second["elastic/drift"]
@@ -310,7 +310,7 @@ def test_elastic_reanchors_on_the_probes_gradients_from_its_second_selection(rho
         np.testing.assert_array_equal(old, variable.numpy())
 
 
-def test_the_live_anchor_reads_the_period_s_speed_through_an_alternating_ratio(monkeypatch):
+def test_the_live_anchor_reads_the_period_s_speed_through_a_burst_proof_ratio(monkeypatch):
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
     context = make_context(model, "elastic_training", rho=0.9, rho_mode="exact")
@@ -341,7 +341,7 @@ def test_the_live_anchor_reads_the_period_s_speed_through_an_alternating_ratio(m
     monkeypatch.setattr(scheme.probe, "gradients_ms", gradients_ms)
     period_step = context.steps.get(scheme.mask)
     info = scheme.reselect(4)
-    assert timed == [period_step]  # the gradients alternate with the step the period ran
+    assert timed == [period_step]  # the probe's gradients against the step the period ran
     # the gradients run as fast as the period's steps suggest: 60 * 30 / 45 = 40 ms, the profile's
     assert info["elastic/drift"] == pytest.approx(1.0)
 
