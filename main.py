@@ -32,7 +32,8 @@ from schemes import SCHEMES  # noqa: E402
 from schemes.baselines import parse_block_range  # noqa: E402
 from train import TrainConfig, load_profile_for, train  # noqa: E402
 from train_step import OPTIMIZERS  # noqa: E402
-from utils import UserError, ensure_writable_dir, positive_int, read_json, run_cli, str2bool  # noqa: E402
+from utils import (UserError, ensure_writable_dir, overhead_share, positive_int, read_json, run_cli,  # noqa: E402
+                   str2bool)
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -275,7 +276,9 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
                            ("recalibrate", "recalibration")) if parts.get(part))
         overhead.append(f"selecting {sum(seconds):.1f} s ({100 * sum(seconds) / train_seconds:.1f} %, "
                         f"{len(seconds)} selections" + (f": {split})" if split else ")"))
-        overhead.append(f"together {100 * summary['overhead_share']:.1f} %")
+        share = summary.get("overhead_share",  # summaries written before it was recorded
+                            overhead_share(summary["compile_seconds"], seconds, train_seconds))
+        overhead.append(f"together {100 * share:.1f} %")
     lines.append(f"Inside that time:     {'; '.join(overhead)}")
     if "peak_memory_mb" in summary:
         lines.append(f"Peak memory:          {summary['peak_memory_mb']:.0f} MB resident (the whole process)")

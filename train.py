@@ -23,7 +23,7 @@ from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme
 from train_step import (TrainStep, make_optimizer, preserved_state, shared_forward, variables_by_mask,
                         wall_time_samples)
-from utils import UserError
+from utils import UserError, overhead_share
 
 CACHED_STEPS = 8  # compiled train steps kept (one per distinct selection)
 
@@ -321,8 +321,8 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
                 "time/between_steps_ms": float(np.median(totals["outside_ms"])) if totals["outside_ms"] else 0.0,
                 "time/compile_seconds": compile_seconds(state.first_call_ms, state.step_ms),
                 "time/selection_seconds": sum(state.selection_seconds),
-                "time/overhead_share": (compile_seconds(state.first_call_ms, state.step_ms)
-                                        + sum(state.selection_seconds)) / max(state.train_seconds, 1e-9),
+                "time/overhead_share": overhead_share(compile_seconds(state.first_call_ms, state.step_ms),
+                                                      state.selection_seconds, state.train_seconds),
                 "time/evaluation_seconds": state.evaluation_seconds,
                 "time/train_seconds": state.train_seconds, **metrics})
             logging.info("epoch %d/%d: test accuracy %.2f%% (best %.2f%%), %.1f s of training",
@@ -403,7 +403,6 @@ def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: float
             "selection_overhead_share": sum(selection_seconds) / train_seconds if train_seconds else 0.0,
             "compile_seconds": compile_s,
             "compile_share": compile_s / train_seconds if train_seconds else 0.0,
-            # what elasticity costs inside the training time: probes, DP and compiling steps
-            "overhead_share": (sum(selection_seconds) + compile_s) / train_seconds if train_seconds else 0.0,
+            "overhead_share": overhead_share(compile_s, selection_seconds, train_seconds),
             "evaluation_seconds": evaluation_seconds,
             **reference, "history": list(history)}

@@ -133,3 +133,9 @@ def read_json(path: str, what: str) -> Any:
         raise UserError(f"{what} {path} does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"{what} {path} is not valid JSON (truncated or corrupt?): {error}") from None
+
+
+def overhead_share(compile_s: float, selection_seconds: Sequence[float], train_seconds: float) -> float:
+    """The share of a run's training wall time spent selecting (probes, DP) and compiling steps;
+    every run pays its first step's compile, so full training's share is not zero."""
+    return (compile_s + sum(selection_seconds)) / train_seconds if train_seconds else 0.0

@@ -29,22 +29,25 @@ class ImportanceProbe:
         self.model, self.optimizer = model, optimizer
         self.forward = forward or (lambda images: model(images, training=True))  # the run's shared one
         self._full_gradients = full_gradients(model, self.forward)
-        self.last_batch = None  # the last batch probed (to time the gradients on)
+        self.last_batch = None  # the last batch probed (the live anchor times its calls on it)
         self.calls_ms: List[float] = []  # wall times of the last probe's gradient calls
 
     def _gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
-        """The full gradients on one batch, the call timed into `calls_ms` (the live anchor's)."""
+        """The full gradients on one batch, the call timed into `calls_ms` (the live anchor's)
+        unless it traced and compiled the function (a new process, a resumed run)."""
+        traces = self._full_gradients.experimental_get_tracing_count()
         start = time.perf_counter()
         gradients = self._full_gradients(images, labels)
         gradients[0].numpy()  # the call has finished
-        self.calls_ms.append((time.perf_counter() - start) * 1000)
+        if self._full_gradients.experimental_get_tracing_count() == traces:
+            self.calls_ms.append((time.perf_counter() - start) * 1000)
         return gradients
 
     def gradients_ms(self, step: Optional[Callable] = None, calls: int = 2) -> List[float]:
         """Typical wall times (ms) of the probe's full gradients and, given a compiled train
-        `step`, of that step on the last probed batch, timed right after the probe (a burst of
-        other load slows both alike). The gradients' are the last probe's own calls when it made
-        some, else timed now; state restored after (dropout draws from its generator)."""
+        `step`, of that step on the last probed batch, timed right after the probe (other load
+        spanning both slows both alike). The gradients' are the last probe's own calls when it
+        made some, else timed now; state restored after (dropout draws from its generator)."""
         images, labels = self.last_batch
         probed, self.calls_ms = self.calls_ms, []
         functions = [] if probed else [lambda: self._full_gradients(images, labels)[0].numpy()]
@@ -101,6 +104,7 @@ class ElasticTraining(Scheme):
         self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
         self._head = classifier_mask(context.model)
         self.selections = 0
+        self._selected_here = 0  # selections made by this process (not checkpointed)
         self.probe_position = 0  # batches of the probe stream used so far
 
     def initial_mask(self, model):
@@ -131,13 +135,15 @@ class ElasticTraining(Scheme):
         with self.timed("probe"):  # the first probe also traces and compiles the probe's graph
             importance = normalized(self.importance())
             if self._anchored():
-                info["elastic/drift"] = self.controller.set_drift(self._drift(info.get("elastic/achieved_step_ms")))
+                measured = self._drift(info.get("elastic/achieved_step_ms"))
+                info.update({"elastic/drift_measured": measured, "elastic/drift": self.controller.set_drift(measured)})
         with self.timed("dp"):
             mask = self.controller.select(importance)
         if not mask.any():  # nothing is worth its time: keep learning in the classifier
             mask = self._head.copy()
         self.mask = mask
         self.selections += 1
+        self._selected_here += 1
         predicted = self.controller.predicted_ms(mask)
         info.update({"elastic/selected_fraction": float(mask.mean()),
                      "elastic/predicted_rho": predicted / self.controller.T_full_ms,
@@ -148,9 +154,9 @@ class ElasticTraining(Scheme):
         """How much slower than at profiling the machine ran the period that just ended: the
         probe's own full-gradient calls against the profile's time of them, scaled by how the
         period's steps (typical of hundreds) compare with the same step timed right after the
-        probe. A moment of other load during those few calls slows both and cancels out instead
-        of moving the target (one burst read 1.22 where full training ran at 1.02). Without a
-        measured period or its cached step, the probe's calls alone."""
+        probe. A moment of other load spanning those few calls slows both and cancels out
+        instead of moving the target (one burst read 1.22 where full training ran at 1.02).
+        Without a measured period or its cached step, the probe's calls alone."""
         steps, T_grad = self.context.steps, float(self.context.profile["T_grad_ms"])
         if achieved_ms and steps.has(self.mask):
             gradients_ms, step_ms = self.probe.gradients_ms(steps.get(self.mask))
@@ -158,14 +164,16 @@ class ElasticTraining(Scheme):
         return self.probe.gradients_ms()[0] / T_grad
 
     def _anchored(self) -> bool:
-        """Whether this selection re-anchors rho on the machine's current speed: the probe's full
-        gradients timed now against the profile's. Exact mode only (paper mode's budget is a
-        share of the backward pass); not at the first selection (a new process runs its first
-        steps slow) nor with --recalibrate (which re-measures full steps itself); and only with
-        a profile that timed them (made since T_grad_ms was recorded) and a probed batch."""
+        """Whether this selection re-anchors rho on the machine's current speed (see `_drift`).
+        Exact mode only (paper mode's budget is a share of the backward pass); not at the first
+        selection of a process, a run's first or a resumed run's (a new process runs its first
+        steps slow), nor with --recalibrate (which re-measures full steps itself); and only with
+        a profile that timed the probe's pass (made since T_grad_ms was recorded) and a probed
+        batch."""
         config = self.context.config
-        return (config.rho_mode == "exact" and self.selections > 0 and not config.recalibrate
-                and "T_grad_ms" in (self.context.profile or {}) and self.probe.last_batch is not None)
+        return (config.rho_mode == "exact" and self._selected_here > 0 and not config.recalibrate
+                and float((self.context.profile or {}).get("T_grad_ms") or 0) > 0
+                and self.probe.last_batch is not None)
 
     def state(self) -> Dict:
         return {**super().state(), "selections": self.selections, "probe_position": self.probe_position,

@@ -21,7 +21,8 @@ class StepTimeController:
     (a running average) corrects the next budget, so throttling, other load or a stale profile
     do not let steps drift off target. That alone would hold steps at rho times the *profiled*
     full step; `set_drift` (how much slower the machine runs now than when profiled, from the
-    probe's full gradients timed live) keeps the target at rho times today's full step.
+    probe's full gradients timed live, see ElasticTraining._drift) keeps the target at rho
+    times today's full step.
     `recalibrate` swaps in live T_fp / T_full measurements instead.
     paper mode: the original's budget, (rho - 1/3) * 3/2 of the backward time, open loop.
     """
@@ -52,9 +53,9 @@ class StepTimeController:
         return self.rho * self.T_full_ms * self.drift
 
     def set_drift(self, drift: float) -> float:
-        """Re-anchor the target on a live measurement: `drift` = a full-gradient pass now / in the
-        profile. Later measurements are averaged in (as the correction is), so one timing caught
-        in a burst of other load moves the target only half-way."""
+        """Re-anchor the target on a live measurement: `drift` = how long a full-gradient pass
+        takes now / in the profile. Later measurements are averaged in (as the correction is), so
+        one misread moves the target only half-way."""
         if math.isfinite(drift) and drift > 0:
             self._drifts += 1
             self.drift = drift if self._drifts == 1 else 0.5 * (self.drift + drift)

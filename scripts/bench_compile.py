@@ -3,7 +3,8 @@
     python scripts/bench_compile.py [--grappler '{"constant_folding": false}'] [--onednn off]
 
 Builds the study protocol's MobileNetV2 (64 px, batch 32, frozen BatchNorm, random weights) and,
-as a run does (train.StepCache), compiles the importance probe's full gradients, then steps for
+as train.StepCache builds them (one shared forward pass), compiles the importance probe's full
+gradients, then steps for
 five selections (the top 30, 60, 90, 20 and 45 tensors plus one deeper tensor each). Prints, per
 selection, the trace time, the first call (graph optimisation, kernel set-up and the step) and
 the typical step after it, and the mean cost a selection adds beyond its own step (the first
@@ -21,6 +22,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from utils import positive_int  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -31,7 +33,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "'{\"disable_meta_optimizer\": true}'")
     parser.add_argument("--onednn", choices=("on", "off"), default="on",
                         help="TensorFlow's oneDNN kernels (TF_ENABLE_ONEDNN_OPTS)")
-    parser.add_argument("--steps", type=int, default=15, help="timed steps per selection after its first call")
+    parser.add_argument("--steps", type=positive_int, default=15, help="timed steps per selection after its first call")
     return parser.parse_args(argv)
 
 
@@ -40,7 +42,9 @@ def main(argv=None) -> int:
     try:
         options = json.loads(args.grappler)
     except json.JSONDecodeError as error:
-        sys.exit(f"error: --grappler is not JSON ({error}); e.g. '{{\"constant_folding\": false}}'")
+        options = error
+    if not isinstance(options, dict):
+        sys.exit(f"error: --grappler is not a JSON object ({options}); e.g. '{{\"constant_folding\": false}}'")
     os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if args.onednn == "on" else "0"
     import numpy as np
     import tensorflow as tf

@@ -65,9 +65,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     weights = require_backbone(args.model_name, "the drift benchmark")
     protocol, flags = PROTOCOLS[args.model_name], protocol_flags(args.model_name)
     python = sys.executable
-    profiles = os.path.join(ROOT, args.logdir, "profile")  # the study's own profile is left alone
-    subprocess.run([python, "profiler.py", *profiler_arguments(args.model_name, protocol["bn_mode"]), "--force",
-                    "--output_dir", profiles, "--logdir", os.path.join(profiles, "trace")], cwd=ROOT, check=True)
+    profiles = os.path.join(ROOT, args.logdir, "profile")  # the study's profile and figures are left alone
+    os.makedirs(profiles, exist_ok=True)
+    subprocess.run([python, os.path.join(ROOT, "profiler.py"), *profiler_arguments(args.model_name, protocol["bn_mode"]),
+                    "--force", "--output_dir", profiles, "--logdir", os.path.join(profiles, "trace")],
+                   cwd=profiles, check=True)
     fresh_path = os.path.join(profiles, profile_tables.profile_name(
         args.model_name, protocol["input_size"], protocol["num_classes"], protocol["batch_size"],
         protocol["bn_mode"]) + ".json")

@@ -13,7 +13,7 @@ import re
 import statistics
 from typing import Dict, List, Optional, Sequence
 
-from utils import UserError, atomic_path, atomic_write_text
+from utils import UserError, atomic_path, atomic_write_text, overhead_share
 
 # The paper's figures (ResNet50, CUB-200, ImageNet weights, Jetson TX2; DESIGN.md §7.2), by the
 # config names of the study: accuracy % and speedup over full training in wall time.
@@ -79,8 +79,8 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
         accuracies = [run["best_test_accuracy"] for run in runs]
         seconds = mean_std([run["train_seconds"] for run in runs])
         reached = [r for r in reach if r is not None]
-        overhead = [(run.get("compile_seconds", 0.0) + sum(run.get("selection_seconds", []))) / run["train_seconds"]
-                    for run in runs]
+        overhead = [run.get("overhead_share", overhead_share(  # older results did not record it
+            run.get("compile_seconds", 0.0), run.get("selection_seconds", []), run["train_seconds"])) for run in runs]
         rows.append({
             "config": name, "seeds": len(runs),
             "best_accuracy": mean_std(accuracies),

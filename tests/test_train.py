@@ -310,20 +310,46 @@ def test_elastic_reanchors_on_the_probes_gradients_from_its_second_selection(rho
         np.testing.assert_array_equal(old, variable.numpy())
 
 
-def test_the_live_anchor_reads_the_period_s_speed_through_a_burst_proof_ratio(monkeypatch):
+def selected_once():
+    """An exact-mode ElasticTraining (profile with T_grad_ms 40) after its first selection."""
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
     context = make_context(model, "elastic_training", rho=0.9, rho_mode="exact")
     context.profile["T_grad_ms"] = 40.0
     scheme = schemes.ElasticTraining(context)
     scheme.reselect(0)
+    return model, context, scheme
+
+
+def test_the_live_anchor_never_times_a_compiling_call_nor_a_resumed_process_s_first_selection():
+    _, context, scheme = selected_once()
+    assert len(scheme.probe.calls_ms) == 2 - 1  # of its two gradient calls, the first compiled
+    resumed = schemes.ElasticTraining(context)  # a new process: a new probe function, state restored
+    resumed.load_state(scheme.state())
+    assert resumed.selections == 1
+    first = resumed.reselect(4)
+    assert "elastic/drift" not in first and resumed.controller.drift == 1.0
+    assert "elastic/drift" in resumed.reselect(8)  # from its second selection on
+
+
+def test_the_live_anchor_reads_the_period_s_speed_through_a_burst_proof_ratio(monkeypatch):
+    model, context, scheme = selected_once()
     images, labels = next(iter(tiny_data()))
     context.steps.get(scheme.mask)(images, labels)  # the period's step is compiled and cached
     for _ in range(5):
         scheme.observe_step(30.0)  # the period ran its steps in 30 ms
     before = [v.numpy().copy() for v in model.variables]
     counted, real = [], scheme.probe._full_gradients
-    scheme.probe._full_gradients = lambda *batch: counted.append(1) or real(*batch)
+
+    class Counted:  # the probe's tf.function, its calls counted
+        def __call__(self, *batch):
+            counted.append(1)
+            return real(*batch)
+
+        def experimental_get_tracing_count(self):
+            return real.experimental_get_tracing_count()
+
+    scheme.probe._full_gradients = Counted()
     scheme.probe.loss_change([(images, labels)])
     assert len(counted) == 2  # one gradient call before the probe's update, one after
     live = scheme.probe.gradients_ms(context.steps.get(scheme.mask))
@@ -393,7 +419,7 @@ def test_summary_counts_compile_time_and_measures_a_live_full_step(tmp_path):
     assert summary["evaluation_seconds"] > 0
 
 
-def test_summary_counts_a_slow_compile_and_splits_the_selection_overhead(tmp_path, monkeypatch):
+def test_summary_counts_a_slow_compile_and_splits_the_selection_overhead(tmp_path, monkeypatch, capsys):
     """Tracing made 0.3 s slower: each selection's first step carries it into compile_seconds."""
     traced = []
     original = train_step.TrainStep._step
@@ -414,8 +440,13 @@ def test_summary_counts_a_slow_compile_and_splits_the_selection_overhead(tmp_pat
     parts = summary["selection_parts"]
     assert parts["probe"] > 0 and parts["dp"] > 0 and parts["recalibrate"] == 0
     assert parts["probe"] + parts["dp"] <= sum(summary["selection_seconds"])
-    assert summary["overhead_share"] == pytest.approx(
-        (summary["compile_seconds"] + sum(summary["selection_seconds"])) / summary["train_seconds"])
+    share = (summary["compile_seconds"] + sum(summary["selection_seconds"])) / summary["train_seconds"]
+    assert summary["overhead_share"] == pytest.approx(share)
+    import main
+
+    for written in (summary, {k: v for k, v in summary.items() if k != "overhead_share"}):  # older summaries too
+        main.report(written, None)
+        assert f"together {100 * share:.1f} %" in capsys.readouterr().out
 
 
 def test_live_reference_leaves_weights_and_optimizer_state_untouched():
