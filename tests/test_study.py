@@ -310,3 +310,36 @@ def test_compile_benchmark_refuses_bad_grappler_options_in_one_line():
                               capture_output=True, text=True, timeout=60)
         assert done.returncode != 0 and "--grappler is not a JSON object" in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_period_noise_compares_each_period_with_the_one_before(tmp_path):
+    import bench_period_noise
+
+    # epochs of 10 s, then 11 s from epoch 5 on, then one stalled 10.24 s epoch; epoch 1 compiles (30 s)
+    epochs = [30.0, 10.0, 10.0, 10.0, 11.0, 11.0, 11.0, 11.0, 10.24, 11.0, 11.0, 11.0]
+    history = [{"train_seconds": float(sum(epochs[:k + 1]))} for k in range(len(epochs))]
+    ratios = bench_period_noise.period_ratios(history, 4)
+    assert ratios == pytest.approx([1.1, (10.24 + 33) / 4 / 11])  # epoch 1 is left out of the first period
+    assert bench_period_noise.stalled_epochs(history) == 1
+    folder = tmp_path / "study" / "claims"
+    folder.mkdir(parents=True)
+    (folder / "full_training_s0.json").write_text(json.dumps({"train_type": "full_training", "history": history}))
+    (folder / "elastic_training_s0.json").write_text(json.dumps({"train_type": "elastic_training", "history": history}))
+    (folder / "notes.json").write_text("[1, 2]")  # not a run summary: skipped
+    assert len(bench_period_noise.fixed_workload_runs(str(tmp_path / "study"))) == 1
+    table = bench_period_noise.report([str(tmp_path / "study")], 4)
+    assert "| claims | 1 | 2 | 50% |" in table and table.rstrip().endswith("| 1 |")
+
+
+def test_anchor_benchmark_reads_the_anchor_as_training_computes_it():
+    import bench_anchor
+
+    # profile: full 60 ms, gradients 50 ms; now: in-loop full 66 ms (1.1x), selection 33 ms in the loop
+    row = dict(profile_full=60.0, profile_grad=50.0, loop_full=66.0, loop_sel=33.0, probe_calls=[55.0, 80.0],
+               anchor_grad=55.0, anchor_step=33.0, step_calls=[33.0, 40.0], interleaved_grad=55.0,
+               interleaved_step=33.0, warm_grad=55.0, candidate_grad=55.0, candidate_step=33.0)
+    ratios = bench_anchor.ratios(row)
+    # drift = 55 / 50 x (33 / 33) = 1.1, so the anchor puts today's full step at 66 ms: right
+    assert ratios == pytest.approx({"anchor": 1.0, "interleaved": 1.0, "warm_grad": 1.0, "fastest": 1.0, "candidate": 1.0})
+    assert bench_anchor.ratios(dict(row, anchor_grad=60.5))["anchor"] == pytest.approx(1.1)
+    assert "fastest: estimate / in-loop full step 1.000 ± 0.000" in bench_anchor.report([row, row])
