@@ -10,7 +10,9 @@ selection, the trace time, the first call (graph optimisation, kernel set-up and
 the typical step after it, and the mean cost a selection adds beyond its own step (the first
 selection, which also builds the shared forward pass's gradient, left out). One setting per
 process: grappler options are global and oneDNN is chosen when TensorFlow loads. A benchmark:
-it prints, it asserts nothing; run it alone.
+it prints, it asserts nothing; run it alone. Last, it times what a single graph for every
+selection would add to each step instead (one lowered cond per tensor's gradient, per tensor's
+update and per layer's input gradient) and prints the selection length below which that pays.
 """
 from __future__ import annotations
 
@@ -86,8 +88,39 @@ def main(argv=None) -> int:
         print(f"top {top:<8}{trace:>9.2f}{first:>14.2f}{step_ms:>9.1f}")
         if index:
             extra.append(trace + first - step_ms / 1000)
-    print(f"a new selection costs {np.mean(extra):.2f} s beyond its own step (mean of the last {len(extra)})")
+    per_selection = float(np.mean(extra))
+    print(f"a new selection costs {per_selection:.2f} s beyond its own step (mean of the last {len(extra)})")
+    layers = [layer for layer in model._flatten_layers(include_self=False) if not isinstance(layer, tf.keras.Model)]
+    conds = 2 * count + len(layers)
+    extra_ms = cond_cost_ms(tf, conds)
+    print(f"one graph for every selection (no compile per selection) would gate each tensor's gradient and "
+          f"update and each layer's input gradient behind a cond: at least {conds} lowered conds, {extra_ms:.2f} ms "
+          f"more per step here; it pays only for selections shorter than {1000 * per_selection / extra_ms:.0f} steps")
     return 0
+
+
+def cond_cost_ms(tf, count: int, calls: int = 200) -> float:
+    """Extra wall time (ms) of `count` lowered tf.conds in one call of a tf.function, against the
+    same ops without them (the conds' Switch and Merge ops dispatched by the executor)."""
+    import numpy as np
+
+    def build(gated: bool):
+        def run(x, flags):
+            outputs = [tf.cond(flags[i], lambda: x * 2.0, lambda: x) if gated else x * 2.0 for i in range(count)]
+            return tf.add_n(outputs)
+        return tf.function(run)
+
+    x, flags = tf.ones([8]), tf.constant(np.arange(count) % 2 == 0)
+    typical = []
+    for function in (build(True), build(False)):
+        function(x, flags).numpy()
+        samples = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            function(x, flags).numpy()
+            samples.append(time.perf_counter() - start)
+        typical.append(1000 * float(np.percentile(samples, 25)))
+    return typical[0] - typical[1]
 
 
 if __name__ == "__main__":
