@@ -84,16 +84,12 @@ def main(argv=None) -> int:
     import numpy as np
     import tensorflow as tf
 
-    import models
     from schemes.elastic import ImportanceProbe
     from train import StepCache
     from train_step import make_optimizer, preserved_state, typical_ms, wall_time_samples
 
-    protocol = study_plans.PROTOCOLS["mobilenetv2"]
-    weights = os.path.join(ROOT, protocol["weights"])
-    tf.keras.utils.set_random_seed(0)
-    model = models.build_model("mobilenetv2", protocol["num_classes"], protocol["input_size"],
-                               weights=weights if os.path.isfile(weights) else None, bn_mode=protocol["bn_mode"])
+    model, protocol = study_plans.protocol_model("mobilenetv2")
+    backbone = os.path.isfile(os.path.join(ROOT, protocol["weights"]))
     setup = make_optimizer("sgd", protocol["learning_rate"], 1e-4, 10000)
     optimizer = setup.optimizer
     optimizer._create_all_weights(model.trainable_weights)
@@ -126,7 +122,7 @@ def main(argv=None) -> int:
     def call(function, x, y):
         return lambda: function(x, y)[0].numpy()
 
-    print(f"MobileNetV2 {size} px, batch {batch_size}, {'source backbone' if os.path.isfile(weights) else 'random weights'}; "
+    print(f"MobileNetV2 {size} px, batch {batch_size}, {'source backbone' if backbone else 'random weights'}; "
           f"{args.rounds} rounds of {args.steps} in-loop steps", flush=True)
     with preserved_state(model, optimizer):  # compile everything once
         for function in (full, current):

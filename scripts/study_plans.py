@@ -182,6 +182,21 @@ def require_backbone(model_name: str, purpose: str) -> str:
     return path
 
 
+def protocol_model(model_name: str = "mobilenetv2"):
+    """The protocol's model for benchmarks: its source backbone's weights when that file exists
+    (random ones otherwise), its BatchNorm mode, the seed fixed at 0. Returns (model, protocol)."""
+    import tensorflow as tf
+
+    import models
+
+    protocol = PROTOCOLS[model_name]
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), protocol["weights"])
+    tf.keras.utils.set_random_seed(0)
+    model = models.build_model(model_name, protocol["num_classes"], protocol["input_size"],
+                               weights=path if os.path.isfile(path) else None, bn_mode=protocol["bn_mode"])
+    return model, protocol
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in PROTOCOLS:
         sys.exit(f"usage: python scripts/study_plans.py {{{','.join(PROTOCOLS)}}}")
