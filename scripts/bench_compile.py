@@ -12,7 +12,8 @@ selection, which also builds the shared forward pass's gradient, left out). One 
 process: grappler options are global and oneDNN is chosen when TensorFlow loads. A benchmark:
 it prints, it asserts nothing; run it alone. Last, it times what a single graph for every
 selection would add to each step instead (one lowered cond per tensor's gradient, per tensor's
-update and per layer's input gradient) and prints the selection length below which that pays.
+update and per layer's input gradient) and prints the selection length below which that pays,
+and how much of a compile hides behind training steps when run in a thread beside them.
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--onednn", choices=("on", "off"), default="on",
                         help="TensorFlow's oneDNN kernels (TF_ENABLE_ONEDNN_OPTS)")
     parser.add_argument("--steps", type=positive_int, default=15, help="timed steps per selection after its first call")
+    parser.add_argument("--overlap", type=int, default=4, metavar="ROUNDS",
+                        help="rounds of the overlap measurement (a selection's compile run beside training steps "
+                             "of another model, against one after the other); 0: skip it")
     return parser.parse_args(argv)
 
 
@@ -96,7 +100,64 @@ def main(argv=None) -> int:
     print(f"one graph for every selection (no compile per selection) would gate each tensor's gradient and "
           f"update and each layer's input gradient behind a cond: at least {conds} lowered conds, {extra_ms:.2f} ms "
           f"more per step here; it pays only for selections shorter than {1000 * per_selection / extra_ms:.0f} steps")
+    if args.overlap > 0:
+        overlap(tf, model, setup.optimizer, forward, images, labels, args.overlap)
     return 0
+
+
+def overlap(tf, trained, optimizer, forward, images, labels, rounds: int) -> None:
+    """How much of a new selection's compile hides behind training steps on this machine: 30
+    steps of `trained` (a selection already compiled), and a new selection's step of a second
+    model compiled and called once in a thread beside them, against the two one after the other
+    (alternate rounds). A second model, so that the compile's first call changes nothing the
+    training reads; training itself cannot do that yet (see BENCHMARKS.md)."""
+    import threading
+
+    import numpy as np
+
+    import models
+    from train_step import TrainStep, full_gradients, make_optimizer, shared_forward, variables_by_mask
+
+    other = models.build_model("mobilenetv2", 64, 64, weights=None, bn_mode="frozen")
+    other_setup = make_optimizer("sgd", 0.01, 1e-4, 1000)
+    other_setup.optimizer._create_all_weights(other.trainable_weights)
+    other_forward = shared_forward(other)
+    full_gradients(other, other_forward)(images, labels)[0].numpy()  # as training has by its second selection
+    count, rng = len(trained.trainable_weights), np.random.default_rng(1)
+    mask = np.zeros(count, np.uint8)
+    mask[-60:] = 1
+    step = TrainStep(trained, optimizer, variables_by_mask(trained, mask), None, forward)
+    step(images, labels)[0].numpy()
+
+    def train():
+        for _ in range(30):
+            float(step(images, labels)[0])
+
+    def compile_new():
+        top = int(rng.integers(20, 90))
+        selection = np.zeros(count, np.uint8)
+        selection[-top:] = 1
+        new = TrainStep(other, other_setup.optimizer, variables_by_mask(other, selection), None, other_forward)
+        new(images, labels)[0].numpy()
+
+    alone, beside = [], []
+    for index in range(2 * rounds):
+        start = time.perf_counter()
+        if index % 2:
+            thread = threading.Thread(target=compile_new)
+            thread.start()
+            train()
+            thread.join()
+            beside.append(time.perf_counter() - start)
+        else:
+            train()
+            trained_at = time.perf_counter()
+            compile_new()
+            alone.append((time.perf_counter() - start, time.perf_counter() - trained_at))
+    total, compile_s = np.mean([a for a, _ in alone]), np.mean([c for _, c in alone])
+    print(f"30 steps and a new selection's compile: {total:.2f} s one after the other (the compile {compile_s:.2f} s), "
+          f"{np.mean(beside):.2f} s side by side: {100 * (total - np.mean(beside)) / compile_s:.0f} % of the compile "
+          f"hidden behind training (means of {rounds} rounds each)")
 
 
 def cond_cost_ms(tf, count: int, calls: int = 200) -> float:
