@@ -35,6 +35,8 @@ from train_step import OPTIMIZERS  # noqa: E402
 from utils import (UserError, ensure_writable_dir, overhead_share, positive_int, read_json, run_cli,  # noqa: E402
                    str2bool)
 
+OVERHEAD_HINT_SHARE = 0.15  # above this share of probes and compiles, the summary suggests a longer --interval
+
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -68,7 +70,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     flag("--save_txt", type=str2bool, nargs="?", const=True, default=False,
          help="write <logdir>/<run_name>.txt: training hours, best accuracy, step-time ratios")
     flag("--interval", type=float, default=4,
-         help="elastic schemes: epochs between re-selections (fractions allowed, e.g. 0.5)")
+         help="elastic schemes: epochs between re-selections (fractions allowed, e.g. 0.5); each "
+              "re-selection probes and may compile a new step, so keep selections a few hundred steps long")
     flag("--rho", type=float, default=0.533,
          help="elastic schemes: wanted training-step time as a fraction of a full step, (0, 1]")
     flag("--weights", default="imagenet",
@@ -280,6 +283,10 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
                             overhead_share(summary["compile_seconds"], seconds, train_seconds))
         overhead.append(f"together {100 * share:.1f} %")
     lines.append(f"Inside that time:     {'; '.join(overhead)}")
+    if summary["selection_seconds"] and share > OVERHEAD_HINT_SHARE:
+        lines.append(f"Hint:                 {len(summary['selection_seconds'])} selections took "
+                     f"{100 * share:.0f} % of the training time; each new one probes and compiles a "
+                     f"step, so a longer --interval (or a longer run) makes that share smaller")
     if "peak_memory_mb" in summary:
         lines.append(f"Peak memory:          {summary['peak_memory_mb']:.0f} MB resident (the whole process)")
     if txt_path:

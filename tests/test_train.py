@@ -446,7 +446,11 @@ def test_summary_counts_a_slow_compile_and_splits_the_selection_overhead(tmp_pat
 
     for written in (summary, {k: v for k, v in summary.items() if k != "overhead_share"}):  # older summaries too
         main.report(written, None)
-        assert f"together {100 * share:.1f} %" in capsys.readouterr().out
+        printed = capsys.readouterr().out
+        assert f"together {100 * share:.1f} %" in printed
+        assert ("a longer --interval" in printed) == (share > main.OVERHEAD_HINT_SHARE)
+    main.report(dict(summary, train_seconds=1e6, overhead_share=1e-5), None)  # a long run: no hint
+    assert "a longer --interval" not in capsys.readouterr().out
 
 
 def test_live_reference_leaves_weights_and_optimizer_state_untouched():
