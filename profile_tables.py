@@ -25,6 +25,8 @@ import io
 from collections import Counter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
+
 from utils import UserError, read_json
 
 # Column ids of xprof's framework_op_stats table (labels differ between plugin versions).
@@ -155,13 +157,18 @@ def time_parts(t_dw: Sequence[float], t_dy: Sequence[float], selected: Sequence[
 
 
 def fit_time_model(head: Tuple[float, float], path: Tuple[float, float], full: Tuple[float, float],
-                   head_ms: float, path_ms: Optional[float], full_ms: float) -> Tuple[float, float, float]:
+                   head_ms: float, path_ms: Optional[float], full_ms: float,
+                   more: Sequence[Tuple[Tuple[float, float], float]] = ()) -> Tuple[float, float, float]:
     """Fit step(M) = T_fp + a * dW(M) + b * dY(M) to measured training steps.
 
     Args:
         head, path, full: (dW, dY) op times of the classifier-only, deepest-layer-only ("path":
             the whole error-gradient chain, almost no weight gradients) and full selections.
         head_ms, path_ms, full_ms: their measured step times (path_ms None: one shared scale).
+        more: ((dW, dY), measured ms) of further selections (random ones, in the profiler). With
+            them and path_ms, the fit is least squares over all the steps (relative errors), so
+            no one selection's noise or oddity sets a scale; else head, path and full are fitted
+            exactly.
 
     Returns:
         (T_fp, a, b). Weight-gradient ops overlap with the error-gradient chain on multi-core
@@ -178,6 +185,11 @@ def fit_time_model(head: Tuple[float, float], path: Tuple[float, float], full: T
         T_fp = head_ms - a * head[0]
         b = (path_ms - T_fp - a * path[0]) / path[1]
         fits.insert(0, (T_fp, a, b))
+        if more:
+            parts = [head, path, full] + [p for p, _ in more]
+            measured = np.array([head_ms, path_ms, full_ms] + [ms for _, ms in more], float)
+            design = np.array([[1.0, dw, dy] for dw, dy in parts]) / measured[:, None]
+            fits.insert(0, tuple(float(x) for x in np.linalg.lstsq(design, np.ones(len(measured)), rcond=None)[0]))
     for T_fp, a, b in fits:  # two scales when the measurements allow, else one
         if T_fp > 0 and a > 0 and b > 0:
             return T_fp, a, b
@@ -186,28 +198,32 @@ def fit_time_model(head: Tuple[float, float], path: Tuple[float, float], full: T
 
 
 def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float, full_ms: float,
-                 path_ms: Optional[float] = None, meta: Mapping) -> Dict:
+                 path_ms: Optional[float] = None, meta: Mapping,
+                 more: Sequence[Tuple[Sequence[int], float]] = ()) -> Dict:
     """The profile dict of DESIGN.md §4 from op stats, step structure and measured steps.
 
     Op times overlap (TensorFlow runs independent ops on several threads) and carry profiler
     overhead, and a training step's forward pass costs more than a bare forward pass (it keeps
     activations for the backward pass). So op times are calibrated on measured training steps:
-    the classifier alone (`head_ms`), the deepest layer alone (`path_ms`) and every tensor
-    (`full_ms`), which the table then predicts exactly (see fit_time_model). T_fp is the part of
-    a step that no selection changes (forward pass, loss, per-step overhead).
+    the classifier alone (`head_ms`), the deepest layer alone (`path_ms`), every tensor
+    (`full_ms`) and, in `more`, further selections (selected forward indices, measured ms); with
+    those, by least squares, else the first three exactly (see fit_time_model). T_fp is the part
+    of a step that no selection changes (forward pass, loss, per-step overhead).
     """
     t_dw, t_dy, gradient_ms, unattributed = attribute_ops(rows, structure)
     everything = range(len(t_dw))
     T_fp_ms, dw_scale, dy_scale = fit_time_model(
         time_parts(t_dw, t_dy, point_tensors(structure["points"], -1)),
         time_parts(t_dw, t_dy, point_tensors(structure["points"], 0)),
-        time_parts(t_dw, t_dy, everything), head_ms, path_ms, full_ms)
+        time_parts(t_dw, t_dy, everything), head_ms, path_ms, full_ms,
+        [(time_parts(t_dw, t_dy, selected), ms) for selected, ms in more])
     tensors = [{"name": name, "shape": list(shape), "t_dw_ms": dw * dw_scale, "t_dy_ms": dy * dy_scale}
                for name, shape, dw, dy in zip(structure["tensors"], structure["shapes"], t_dw, t_dy)]
     worst = sorted(unattributed.items(), key=lambda item: -item[1])[:20]
     return dict(meta, num_iterations=traced_steps(rows, structure), T_fp_ms=T_fp_ms,
                 T_bp_ms=full_ms - T_fp_ms, T_full_ms=full_ms, T_head_ms=head_ms, T_path_ms=path_ms,
                 coverage=(sum(t_dw) + sum(t_dy)) / gradient_ms, dw_scale=dw_scale, dy_scale=dy_scale,
+                calibration_steps=3 + len(more) if path_ms is not None else 2,
                 unattributed_ops={name: ms for name, ms in worst}, tensors=tensors)
 
 

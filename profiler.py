@@ -42,6 +42,8 @@ from utils import UserError, atomic_write_json, atomic_write_text, positive_int,
 # 10-25 % slower (measured on MobileNetV2 64 px: head / path / full 48.9 / 124 / 153 ms in the
 # first 20 timed rounds after 2 warm-up calls, 38-41 / 109-117 / 133-138 ms later).
 WARM_UP_ROUNDS = 10
+CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
+CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit
 
 
 def tensor_points(model: tf.keras.Model) -> List[int]:
@@ -198,7 +200,8 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         batch_size: examples per step (the input shape is the model's).
         num_iterations: training steps recorded in the trace.
         repeats: timed steps of each calibration selection (classifier only, deepest layer
-            only, everything); their 25th percentiles calibrate the time model.
+            only, everything, and CALIBRATION_SELECTIONS random ones); their 25th percentiles
+            calibrate the time model.
         logdir: where the trace goes (TensorBoard profile log dir); a temp dir if None.
         csv_path: where to save the op-stats table, if given.
         optimizer: "sgd" (SGDW, momentum) or "adam"; its update is part of each tensor's t_dw.
@@ -224,6 +227,12 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     calibration = [TrainStep(model, timed_optimizer, [model.trainable_weights[k] for k in
                                                       profile_tables.point_tensors(points, which)], forward=shared)
                    for which in (-1, 0)] + [TrainStep(model, timed_optimizer, model.trainable_weights, forward=shared)]
+    # A few random selections too: the model is fitted to all the steps (least squares), not to
+    # three of them exactly; their own seed, so --validate's random selections are others.
+    more = [np.flatnonzero(mask) for mask in _random_masks(points, CALIBRATION_SELECTIONS,
+                                                           np.random.default_rng(CALIBRATION_SEED))]
+    calibration += [TrainStep(model, timed_optimizer, [model.trainable_weights[k] for k in selected], forward=shared)
+                    for selected in more]
     forward = forward_function(model)
     gradients = full_gradients(model, shared)  # the importance probe's pass: training re-anchors on it
     try:
@@ -244,7 +253,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         rows = convert_trace(xplane)
         for pooled, later in zip(samples, wall_time_samples(timed, repeats // 2 or 1)):
             pooled.extend(later)
-        head_ms, path_ms, full_ms, gradients_ms = (typical_ms(s) for s in samples)
+        head_ms, path_ms, full_ms, *more_ms, gradients_ms = (typical_ms(s) for s in samples)
     finally:
         model.set_weights(snapshot)
     if csv_path:
@@ -253,7 +262,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
                 device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms,
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
     return profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
-                                       meta=meta)
+                                       meta=meta, more=list(zip(more, more_ms)))
 
 
 def _random_masks(points: Sequence[int], count: int, rng: np.random.Generator) -> List[np.ndarray]:

@@ -46,6 +46,42 @@ def test_fixture_maps_every_tensor_in_forward_order(fixture_table):
         profile_tables.timing_table(rows, structure, head_ms=5.0, full_ms=4.0, meta=META)
 
 
+def test_calibration_on_more_selections_is_least_squares_over_all_of_them():
+    """Steps made by T_fp 10, a 0.8, b 0.5 give those back exactly; a noisy extra step moves the
+    fit by a share, not the whole error; without extra steps the three are fitted exactly."""
+    truth = lambda dw, dy: 10 + 0.8 * dw + 0.5 * dy  # noqa: E731
+    head, path, full = (2.0, 0.0), (1.0, 40.0), (30.0, 40.0)
+    more = [((dw, dy), truth(dw, dy)) for dw, dy in ((12.0, 40.0), (5.0, 20.0), (20.0, 10.0))]
+    measured = [truth(*p) for p in (head, path, full)]
+    assert profile_tables.fit_time_model(head, path, full, *measured, more=more) == pytest.approx((10, 0.8, 0.5))
+    noisy = more[:2] + [(more[2][0], 1.2 * more[2][1])]  # one step 20 % slow
+    T_fp, a, b = profile_tables.fit_time_model(head, path, full, *measured, more=noisy)
+    predicted = [T_fp + a * dw + b * dy for dw, dy in (head, path, full) + tuple(p for p, _ in noisy)]
+    errors = [p / m - 1 for p, m in zip(predicted, measured + [ms for _, ms in noisy])]
+    assert -0.2 < errors[-1] < -0.02 and max(abs(e) for e in errors[:-1]) < 0.1  # shared out, not absorbed
+    exact = profile_tables.fit_time_model(head, path, full, *measured[:2], measured[2] + 1.0)
+    assert exact[0] + exact[1] * full[0] + exact[2] * full[1] == pytest.approx(measured[2] + 1.0)
+
+
+def test_timing_table_fits_the_extra_selections_it_is_given(fixture_table):
+    rows, structure = fixture_table
+    plain = profile_tables.timing_table(rows, structure, head_ms=2.5, path_ms=4.2, full_ms=5.0, meta=META)
+    t_dw = [t["t_dw_ms"] for t in plain["tensors"]]
+    t_dy = [t["t_dy_ms"] for t in plain["tensors"]]
+    selected = [4, 6, 7]  # conv2's kernel and the classifier
+    dw, dy = profile_tables.time_parts(t_dw, t_dy, selected)
+    consistent = plain["T_fp_ms"] + dw + dy
+    same = profile_tables.timing_table(rows, structure, head_ms=2.5, path_ms=4.2, full_ms=5.0, meta=META,
+                                       more=[(selected, consistent)])
+    assert same["T_fp_ms"] == pytest.approx(plain["T_fp_ms"]) and same["calibration_steps"] == 4
+    slower = profile_tables.timing_table(rows, structure, head_ms=2.5, path_ms=4.2, full_ms=5.0, meta=META,
+                                         more=[(selected, 1.3 * consistent)] * 3)
+    t_dw = [t["t_dw_ms"] for t in slower["tensors"]]
+    t_dy = [t["t_dy_ms"] for t in slower["tensors"]]
+    assert slower["T_fp_ms"] + sum(profile_tables.time_parts(t_dw, t_dy, selected)) > consistent  # pulled up
+    assert plain["calibration_steps"] == 3
+
+
 def test_two_scale_calibration_predicts_the_three_measured_steps(fixture_table):
     """With the deepest-layer-only step measured too, weight- and error-gradient op times get
     their own scales, and head-only, path-only and full steps are all predicted exactly."""
