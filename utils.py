@@ -108,6 +108,14 @@ def atomic_write_text(path: str, text: str) -> None:
             os.fsync(stream.fileno())
 
 
+def publish_report(text: str, path: Optional[str] = None) -> None:
+    """Print a benchmark's report and, given a path, also write it there (atomically, one final newline)."""
+    text = text.rstrip("\n")
+    print(text)
+    if path:
+        atomic_write_text(path, text + "\n")
+
+
 def atomic_write_json(path: str, data: Any) -> None:
     """Write `data` as indented JSON to `path` atomically."""
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")

@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import study_plans  # noqa: E402
-from utils import atomic_write_text, positive_int  # noqa: E402
+from utils import positive_int, publish_report  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -156,10 +156,7 @@ def main(argv=None) -> int:
                          candidate_grad=candidate_grad, candidate_step=candidate_step,
                          interleaved_grad=interleaved_grad, interleaved_step=interleaved_step, warm_grad=warm_grad))
         print(f"round {len(rows)}: anchor {ratios(rows[-1])['anchor']:.3f}", flush=True)
-    text = report(rows)
-    print(text)
-    if args.output:
-        atomic_write_text(args.output, text + "\n")
+    publish_report(report(rows), args.output)
     return 0
 
 

@@ -33,7 +33,7 @@ import plot  # noqa: E402
 import profile_tables  # noqa: E402
 from study import profiler_arguments  # noqa: E402
 from study_plans import PROTOCOLS, protocol_flags, require_backbone  # noqa: E402
-from utils import atomic_write_json, atomic_write_text, run_cli  # noqa: E402
+from utils import atomic_write_json, publish_report, run_cli  # noqa: E402
 
 TIME_KEYS = ("T_fp_ms", "T_bp_ms", "T_full_ms", "T_head_ms", "T_path_ms", "T_grad_ms")
 
@@ -103,9 +103,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        f"{args.interval:g}; stale profiles are the fresh one x {args.scale}", "",
                        "| profile | seeds | step ratio (live, mean ± std) | per seed | drift at the end |",
                        "|---|---:|---:|---|---|", *rows]) + "\n"
-    print(table)
-    if args.output:
-        atomic_write_text(args.output, table)
+    publish_report(table, args.output)
     return 0
 
 

@@ -25,7 +25,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runner  # noqa: E402
 import study_plans  # noqa: E402
-from utils import atomic_write_text, run_cli  # noqa: E402
+from utils import publish_report, run_cli  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -121,9 +121,7 @@ def main(argv=None) -> int:
     text = report(summaries[jobs[0][0]], summaries[jobs[1][0]], seconds)
     loop = closed_loop(os.path.join(args.logdir, jobs[1][0]))
     text += "\n" + loop if loop else ""
-    print(text)
-    if args.output:
-        atomic_write_text(args.output, text + "\n")
+    publish_report(text, args.output)
     return 0
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from utils import atomic_write_text, positive_int  # noqa: E402
+from utils import positive_int, publish_report  # noqa: E402
 
 STALL_SECONDS = (5.12, 10.24, 20.48, 40.96, 81.92)
 
@@ -94,10 +94,7 @@ def main(argv=None) -> int:
     missing = [f for f in args.folders if not os.path.isdir(f)]
     if missing:
         sys.exit(f"error: no such folder: {', '.join(missing)}")
-    text = report(args.folders, args.epochs_per_period)
-    print(text)
-    if args.output:
-        atomic_write_text(args.output, text + "\n")
+    publish_report(report(args.folders, args.epochs_per_period), args.output)
     return 0
 
 

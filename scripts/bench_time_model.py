@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from utils import UserError, atomic_write_text, run_cli  # noqa: E402
+from utils import UserError, atomic_write_text, publish_report, run_cli  # noqa: E402
 
 # (row label, profiler flags): BENCHMARKS.md's table, "--bn_mode MODE" expanded
 MODELS: List[Tuple[str, List[str]]] = [
@@ -117,10 +117,7 @@ def main(argv=None) -> int:
         rows.append((label, parse_output(done.stdout)))
         print(f"    {time.perf_counter() - start:.0f} s; {meets(rows[-1][1].get('live'))} with the live anchor",
               flush=True)
-    table = report(rows)
-    print(table)
-    if args.output:
-        atomic_write_text(args.output, table)
+    publish_report(report(rows), args.output)
     return 0
 
 
