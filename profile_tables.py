@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections import Counter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -209,10 +208,7 @@ def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float,
     the classifier alone (`head_ms`), the deepest layer alone (`path_ms`), every tensor
     (`full_ms`) and, in `more`, further selections (selected forward indices, measured ms); with
     those, by least squares, else the first three exactly (see fit_time_model). T_fp is the part
-    of a step that no selection changes (forward pass, loss, per-step overhead). T_full is the
-    fitted model's full step (the measured one is `T_full_measured_ms`): one point of the fit,
-    timed on its own, carries noise of its own, and a selection's predicted share of a full
-    step is then a ratio inside one model.
+    of a step that no selection changes (forward pass, loss, per-step overhead).
     """
     t_dw, t_dy, gradient_ms, unattributed = attribute_ops(rows, structure)
     everything = range(len(t_dw))
@@ -224,33 +220,11 @@ def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float,
     tensors = [{"name": name, "shape": list(shape), "t_dw_ms": dw * dw_scale, "t_dy_ms": dy * dy_scale}
                for name, shape, dw, dy in zip(structure["tensors"], structure["shapes"], t_dw, t_dy)]
     worst = sorted(unattributed.items(), key=lambda item: -item[1])[:20]
-    T_bp_ms = sum(t["t_dw_ms"] + t["t_dy_ms"] for t in tensors)  # the model's full step: T_fp + T_bp
     return dict(meta, num_iterations=traced_steps(rows, structure), T_fp_ms=T_fp_ms,
-                T_bp_ms=T_bp_ms, T_full_ms=T_fp_ms + T_bp_ms, T_full_measured_ms=full_ms,
-                T_head_ms=head_ms, T_path_ms=path_ms,
+                T_bp_ms=full_ms - T_fp_ms, T_full_ms=full_ms, T_head_ms=head_ms, T_path_ms=path_ms,
                 coverage=(sum(t_dw) + sum(t_dy)) / gradient_ms, dw_scale=dw_scale, dy_scale=dy_scale,
                 calibration_steps=3 + len(more) if path_ms is not None else 2,
                 unattributed_ops={name: ms for name, ms in worst}, tensors=tensors)
-
-
-def paired_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> float:
-    """The median ratio of calls timed in pairs, one right after the other: other load on a
-    shared machine spans both calls of a pair alike and cancels out of it."""
-    if not numerators or len(numerators) != len(denominators):
-        raise ValueError(f"need as many timed calls on each side, got {len(numerators)} and {len(denominators)}")
-    return float(np.median(np.asarray(numerators, float) / np.asarray(denominators, float)))
-
-
-def anchor_times(profile: Dict, full_over_grad: float, gradients_ms: float) -> Dict:
-    """The profile with its live-anchor reference: `T_grad_ms`, the probe's full-gradient pass on
-    the profile's own scale (T_full / full_over_grad, the ratio timed in pairs), so that training's
-    anchored target, rho x T_full x gradients now / T_grad, is rho x full_over_grad x gradients now
-    whatever noise T_full carries; the pass's own measured time kept as `T_grad_measured_ms`."""
-    if not (math.isfinite(full_over_grad) and full_over_grad > 0):
-        raise UserError(f"the full step and the gradient pass timed in pairs gave a ratio of {full_over_grad!r}; "
-                        f"re-run the profiler on a quieter machine")
-    return dict(profile, T_grad_ms=profile["T_full_ms"] / full_over_grad, T_grad_measured_ms=gradients_ms,
-                full_over_grad=full_over_grad)
 
 
 def profile_name(model_name: str, input_size: int, num_classes: int, batch_size: int,

@@ -44,7 +44,6 @@ from utils import UserError, atomic_write_json, atomic_write_text, positive_int,
 WARM_UP_ROUNDS = 10
 CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
 CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit
-PAIRED_CALLS = 16  # full steps and gradient passes timed in alternation for their ratio (full_over_grad)
 
 
 def tensor_points(model: tf.keras.Model) -> List[int]:
@@ -202,8 +201,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         num_iterations: training steps recorded in the trace.
         repeats: timed steps of each calibration selection (classifier only, deepest layer
             only, everything, and CALIBRATION_SELECTIONS random ones); their 25th percentiles
-            calibrate the time model. Then PAIRED_CALLS full steps and gradient passes in
-            alternation give training's live anchor its reference (profile_tables.anchor_times).
+            calibrate the time model.
         logdir: where the trace goes (TensorBoard profile log dir); a temp dir if None.
         csv_path: where to save the op-stats table, if given.
         optimizer: "sgd" (SGDW, momentum) or "adam"; its update is part of each tensor's t_dw.
@@ -256,19 +254,15 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         for pooled, later in zip(samples, wall_time_samples(timed, repeats // 2 or 1)):
             pooled.extend(later)
         head_ms, path_ms, full_ms, *more_ms, gradients_ms = (typical_ms(s) for s in samples)
-        # Training's live anchor compares the probe's gradients now with T_full through their
-        # ratio: timed in pairs, one call each, it is steadier than either side timed in blocks.
-        full_over_grad = profile_tables.paired_ratio(*wall_time_samples([timed[2], timed[-1]], PAIRED_CALLS, block=1))
     finally:
         model.set_weights(snapshot)
     if csv_path:
         atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
     meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
-                device=device_name(), optimizer=optimizer,
+                device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms,
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
-    table = profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
-                                        meta=meta, more=list(zip(more, more_ms)))
-    return profile_tables.anchor_times(table, full_over_grad, gradients_ms)
+    return profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
+                                       meta=meta, more=list(zip(more, more_ms)))
 
 
 def _random_masks(points: Sequence[int], count: int, rng: np.random.Generator) -> List[np.ndarray]:
