@@ -47,6 +47,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def profile_once(pairs: int) -> Dict[str, float]:
     """One fresh profile, then the full step and the gradient pass timed in pairs (this process)."""
+    import profile_tables
     import profiler
     from train_step import TrainStep, full_gradients, make_optimizer, shared_forward, typical_ms, wall_time_samples
 
@@ -64,15 +65,8 @@ def profile_once(pairs: int) -> Dict[str, float]:
     model.set_weights(snapshot)
     return {"T_full_ms": float(profile["T_full_ms"]), "T_grad_ms": float(profile["T_grad_ms"]),
             "after_full_ms": typical_ms(full_ms), "after_grad_ms": typical_ms(gradients_ms),
-            "after_ratio": paired_ratio(full_ms, gradients_ms)}
-
-
-def paired_ratio(numerators, denominators) -> float:
-    """The median ratio of calls timed in pairs, one right after the other (other load on a
-    shared machine spans both calls of a pair alike)."""
-    if not numerators or len(numerators) != len(denominators):
-        raise ValueError(f"need as many timed calls on each side, got {len(numerators)} and {len(denominators)}")
-    return statistics.median(n / d for n, d in zip(numerators, denominators))
+            "after_ratio": profile_tables.paired_ratio(full_ms, gradients_ms),
+            "retimed": int(profile.get("retimed", 0))}
 
 
 def report(rows: List[Dict[str, float]], pairs: int) -> str:
@@ -88,7 +82,11 @@ def report(rows: List[Dict[str, float]], pairs: int) -> str:
               "| mean ratio | " + " | ".join(f"{statistics.fmean(c):.3f}" for c in columns) + " |",
               "| standard deviation | " + " | ".join(f"{statistics.pstdev(c):.3f}" for c in columns) + " |"]
     within = sum(0.95 <= row["after_full_ms"] / row["T_full_ms"] <= 1.05 for row in rows)
-    lines += ["", f"full step timed after within 0.95-1.05 of the profile's T_full in {within} of {len(rows)}"]
+    agree = sum(abs(row["T_full_ms"] / row["T_grad_ms"] / row["after_ratio"] - 1) <= 0.08 for row in rows)
+    retimed = sum(row.get("retimed", 0) > 0 for row in rows)
+    lines += ["", f"full step timed after within 0.95-1.05 of the profile's T_full in {within} of {len(rows)}; "
+                  f"T_full / T_grad within 8 % of the pairs after in {agree} of {len(rows)}; "
+                  f"{retimed} of {len(rows)} profiles timed their calibration again"]
     return "\n".join(lines)
 
 
