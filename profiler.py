@@ -272,23 +272,28 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
 
 def _consistent_timings(timed: Sequence[Callable], typicals: List[float], repeats: int) -> Tuple[List[float], float, int]:
     """Check the calibration's typical times (`timed`: head, path, full, ..., gradient pass) on the
-    full step and the gradient pass timed in pairs, one call each. Exact mode's anchored target
-    is rho x T_full / T_grad x the probe's gradient pass now, so a burst of other load that
-    inflated one of the two would set it off for a whole run (T_full / T_grad of 1.13 and 1.20
-    have been seen against pairs at 1.03-1.06). Beyond CONSISTENCY_TOLERANCE, all the
+    full step and the gradient pass timed in pairs right after, one call each. Exact mode's
+    first target is rho x T_full, and its anchored one rho x T_full / T_grad x the probe's
+    gradient pass now, so a burst of other load that inflated the calibration (as a whole: a
+    full step timed right after ran at 0.79 of T_full) or one of the two (T_full / T_grad of
+    1.13 and 1.20 against pairs at 1.03-1.06) would set a run's steps off. When the full step's
+    level or the two's ratio is off the pairs' by more than CONSISTENCY_TOLERANCE, all the
     calibration samples are taken again, at most MAX_RETIMES times, and the attempt that agrees
     best is kept. Returns (typical times, the pairs' ratio, how many times it timed again)."""
     attempts = []
     for attempt in range(MAX_RETIMES + 1):
         if attempt:
             typicals = [typical_ms(s) for s in wall_time_samples(timed, repeats)]
-        paired = profile_tables.paired_ratio(*wall_time_samples([timed[2], timed[-1]], PAIRED_CALLS, block=1))
-        gap = profile_tables.ratio_gap(typicals[2], typicals[-1], paired)
+        full_calls, gradient_calls = wall_time_samples([timed[2], timed[-1]], PAIRED_CALLS, block=1)
+        paired = profile_tables.paired_ratio(full_calls, gradient_calls)
+        gap = max(profile_tables.ratio_gap(typicals[2], typicals[-1], paired),
+                  abs(typicals[2] / typical_ms(full_calls) - 1.0))
         attempts.append((gap, attempt, typicals, paired))
         if gap <= CONSISTENCY_TOLERANCE:
             break
-        logging.info("full step %.1f ms and gradient pass %.1f ms disagree with the two timed in pairs (ratio %.3f): "
-                     "other load during the calibration? timing again", typicals[2], typicals[-1], paired)
+        logging.info("full step %.1f ms and gradient pass %.1f ms disagree with the two timed in pairs (%.1f ms, "
+                     "ratio %.3f): other load during the calibration? timing again", typicals[2], typicals[-1],
+                     typical_ms(full_calls), paired)
     _, _, typicals, paired = min(attempts, key=lambda a: a[:2])
     return typicals, paired, len(attempts) - 1
 

@@ -115,6 +115,10 @@ def test_calibration_is_timed_again_when_full_step_and_gradients_disagree(monkey
     assert (typicals[2], retimed) == (11.8, profiler.MAX_RETIMES)  # none agreed: the closest kept
     monkeypatch.setattr(profiler, "wall_time_samples", sampler([], [1.05]))
     assert profiler._consistent_timings(timed, [5.0, 8.0, 10.5, 10.0], 4)[2] == 0  # agreeing: timed once
+    # a calibration slow as a whole (ratio right, full step 1.25 x the pairs'): timed again
+    monkeypatch.setattr(profiler, "wall_time_samples", sampler([10.4], [1.04, 1.04]))
+    typicals, _, retimed = profiler._consistent_timings(timed, [6.25, 10.0, 13.0, 12.5], 4)
+    assert (typicals[2], retimed) == (10.4, 1)
 
 
 def test_two_scale_calibration_predicts_the_three_measured_steps(fixture_table):
