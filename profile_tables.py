@@ -235,12 +235,6 @@ def paired_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> 
     return float(np.median(np.asarray(numerators, float) / np.asarray(denominators, float)))
 
 
-def ratio_gap(full_ms: float, gradients_ms: float, paired: float) -> float:
-    """How far a profile's measured full step over gradient pass is from the same two timed in
-    pairs (relative): a burst of other load during one of them shows here."""
-    return abs(full_ms / gradients_ms / paired - 1.0)
-
-
 def profile_name(model_name: str, input_size: int, num_classes: int, batch_size: int,
                  bn_mode: str = "frozen", gradient_filter: Sequence[int] = (0, 0)) -> str:
     """The original's file stem <model>_<input>_<classes>_<batch>_profile; profiles of the

@@ -44,9 +44,6 @@ from utils import UserError, atomic_write_json, atomic_write_text, positive_int,
 WARM_UP_ROUNDS = 10
 CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
 CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit
-PAIRED_CALLS = 12  # full steps and gradient passes timed in alternation to check the two agree
-CONSISTENCY_TOLERANCE = 0.08  # measured T_full / T_grad this far from the pairs' ratio: time again
-MAX_RETIMES = 2
 
 
 def tensor_points(model: tf.keras.Model) -> List[int]:
@@ -204,8 +201,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         num_iterations: training steps recorded in the trace.
         repeats: timed steps of each calibration selection (classifier only, deepest layer
             only, everything, and CALIBRATION_SELECTIONS random ones); their 25th percentiles
-            calibrate the time model (taken again if the full step and the gradient pass
-            disagree with the two timed in pairs, see _consistent_timings).
+            calibrate the time model.
         logdir: where the trace goes (TensorBoard profile log dir); a temp dir if None.
         csv_path: where to save the op-stats table, if given.
         optimizer: "sgd" (SGDW, momentum) or "adam"; its update is part of each tensor's t_dw.
@@ -257,45 +253,16 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         rows = convert_trace(xplane)
         for pooled, later in zip(samples, wall_time_samples(timed, repeats // 2 or 1)):
             pooled.extend(later)
-        typicals, paired, retimed = _consistent_timings(timed, [typical_ms(s) for s in samples], repeats)
-        head_ms, path_ms, full_ms, *more_ms, gradients_ms = typicals
+        head_ms, path_ms, full_ms, *more_ms, gradients_ms = (typical_ms(s) for s in samples)
     finally:
         model.set_weights(snapshot)
     if csv_path:
         atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
     meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
                 device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms,
-                full_over_grad_paired=paired, retimed=retimed, created=datetime.datetime.now().isoformat(timespec="seconds"))
+                created=datetime.datetime.now().isoformat(timespec="seconds"))
     return profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
                                        meta=meta, more=list(zip(more, more_ms)))
-
-
-def _consistent_timings(timed: Sequence[Callable], typicals: List[float], repeats: int) -> Tuple[List[float], float, int]:
-    """Check the calibration's typical times (`timed`: head, path, full, ..., gradient pass) on the
-    full step and the gradient pass timed in pairs right after, one call each. Exact mode's
-    first target is rho x T_full, and its anchored one rho x T_full / T_grad x the probe's
-    gradient pass now, so a burst of other load that inflated the calibration (as a whole: a
-    full step timed right after ran at 0.79 of T_full) or one of the two (T_full / T_grad of
-    1.13 and 1.20 against pairs at 1.03-1.06) would set a run's steps off. When the full step's
-    level or the two's ratio is off the pairs' by more than CONSISTENCY_TOLERANCE, all the
-    calibration samples are taken again, at most MAX_RETIMES times, and the attempt that agrees
-    best is kept. Returns (typical times, the pairs' ratio, how many times it timed again)."""
-    attempts = []
-    for attempt in range(MAX_RETIMES + 1):
-        if attempt:
-            typicals = [typical_ms(s) for s in wall_time_samples(timed, repeats)]
-        full_calls, gradient_calls = wall_time_samples([timed[2], timed[-1]], PAIRED_CALLS, block=1)
-        paired = profile_tables.paired_ratio(full_calls, gradient_calls)
-        gap = max(profile_tables.ratio_gap(typicals[2], typicals[-1], paired),
-                  abs(typicals[2] / typical_ms(full_calls) - 1.0))
-        attempts.append((gap, attempt, typicals, paired))
-        if gap <= CONSISTENCY_TOLERANCE:
-            break
-        logging.info("full step %.1f ms and gradient pass %.1f ms disagree with the two timed in pairs (%.1f ms, "
-                     "ratio %.3f): other load during the calibration? timing again", typicals[2], typicals[-1],
-                     typical_ms(full_calls), paired)
-    _, _, typicals, paired = min(attempts, key=lambda a: a[:2])
-    return typicals, paired, len(attempts) - 1
 
 
 def _random_masks(points: Sequence[int], count: int, rng: np.random.Generator) -> List[np.ndarray]:

@@ -65,8 +65,7 @@ def profile_once(pairs: int) -> Dict[str, float]:
     model.set_weights(snapshot)
     return {"T_full_ms": float(profile["T_full_ms"]), "T_grad_ms": float(profile["T_grad_ms"]),
             "after_full_ms": typical_ms(full_ms), "after_grad_ms": typical_ms(gradients_ms),
-            "after_ratio": profile_tables.paired_ratio(full_ms, gradients_ms),
-            "retimed": int(profile.get("retimed", 0))}
+            "after_ratio": profile_tables.paired_ratio(full_ms, gradients_ms)}
 
 
 def report(rows: List[Dict[str, float]], pairs: int) -> str:
@@ -83,10 +82,8 @@ def report(rows: List[Dict[str, float]], pairs: int) -> str:
               "| standard deviation | " + " | ".join(f"{statistics.pstdev(c):.3f}" for c in columns) + " |"]
     within = sum(0.95 <= row["after_full_ms"] / row["T_full_ms"] <= 1.05 for row in rows)
     agree = sum(abs(row["T_full_ms"] / row["T_grad_ms"] / row["after_ratio"] - 1) <= 0.08 for row in rows)
-    retimed = sum(row.get("retimed", 0) > 0 for row in rows)
     lines += ["", f"full step timed after within 0.95-1.05 of the profile's T_full in {within} of {len(rows)}; "
-                  f"T_full / T_grad within 8 % of the pairs after in {agree} of {len(rows)}; "
-                  f"{retimed} of {len(rows)} profiles timed their calibration again"]
+                  f"T_full / T_grad within 8 % of the pairs after in {agree} of {len(rows)}"]
     return "\n".join(lines)
 
 
