@@ -227,14 +227,6 @@ def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float,
                 unattributed_ops={name: ms for name, ms in worst}, tensors=tensors)
 
 
-def paired_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> float:
-    """The median ratio of calls timed in pairs, one right after the other: other load on a
-    shared machine spans both calls of a pair alike and cancels out of it."""
-    if not numerators or len(numerators) != len(denominators):
-        raise ValueError(f"need as many timed calls on each side, got {len(numerators)} and {len(denominators)}")
-    return float(np.median(np.asarray(numerators, float) / np.asarray(denominators, float)))
-
-
 def profile_name(model_name: str, input_size: int, num_classes: int, batch_size: int,
                  bn_mode: str = "frozen", gradient_filter: Sequence[int] = (0, 0)) -> str:
     """The original's file stem <model>_<input>_<classes>_<batch>_profile; profiles of the

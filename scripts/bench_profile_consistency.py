@@ -47,7 +47,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def profile_once(pairs: int) -> Dict[str, float]:
     """One fresh profile, then the full step and the gradient pass timed in pairs (this process)."""
-    import profile_tables
     import profiler
     from train_step import TrainStep, full_gradients, make_optimizer, shared_forward, typical_ms, wall_time_samples
 
@@ -65,7 +64,15 @@ def profile_once(pairs: int) -> Dict[str, float]:
     model.set_weights(snapshot)
     return {"T_full_ms": float(profile["T_full_ms"]), "T_grad_ms": float(profile["T_grad_ms"]),
             "after_full_ms": typical_ms(full_ms), "after_grad_ms": typical_ms(gradients_ms),
-            "after_ratio": profile_tables.paired_ratio(full_ms, gradients_ms)}
+            "after_ratio": paired_ratio(full_ms, gradients_ms)}
+
+
+def paired_ratio(numerators: List[float], denominators: List[float]) -> float:
+    """The median ratio of calls timed in pairs, one right after the other: other load on a
+    shared machine spans both calls of a pair alike and cancels out of it."""
+    if not numerators or len(numerators) != len(denominators):
+        raise ValueError(f"need as many timed calls on each side, got {len(numerators)} and {len(denominators)}")
+    return statistics.median(n / d for n, d in zip(numerators, denominators))
 
 
 def report(rows: List[Dict[str, float]], pairs: int) -> str:

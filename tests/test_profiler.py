@@ -82,14 +82,6 @@ def test_timing_table_fits_the_extra_selections_it_is_given(fixture_table):
     assert plain["calibration_steps"] == 3
 
 
-def test_paired_ratio_is_the_median_of_the_pairs():
-    # each pair shares its moment's load: 5 % apart whatever the machine did, one pair garbled
-    assert profile_tables.paired_ratio([10.5, 21.0, 10.5, 12.6, 30.0], [10.0, 20.0, 10.0, 12.0, 10.0]) \
-        == pytest.approx(1.05)
-    with pytest.raises(ValueError, match="as many timed calls"):
-        profile_tables.paired_ratio([1.0], [1.0, 2.0])
-
-
 def test_two_scale_calibration_predicts_the_three_measured_steps(fixture_table):
     """With the deepest-layer-only step measured too, weight- and error-gradient op times get
     their own scales, and head-only, path-only and full steps are all predicted exactly."""

@@ -318,9 +318,14 @@ def test_compile_benchmark_refuses_bad_grappler_options_in_one_line():
         assert "Traceback" not in done.stderr
 
 
-def test_profile_consistency_report():
+def test_profile_consistency_report_and_paired_ratio():
     import bench_profile_consistency
 
+    # each pair shares its moment's load: 5 % apart whatever the machine did, one pair garbled
+    assert bench_profile_consistency.paired_ratio([10.5, 21.0, 10.5, 12.6, 30.0], [10.0, 20.0, 10.0, 12.0, 10.0]) \
+        == pytest.approx(1.05)
+    with pytest.raises(ValueError, match="as many timed calls"):
+        bench_profile_consistency.paired_ratio([1.0], [1.0, 2.0])
     rows = [{"T_full_ms": 55.0, "T_grad_ms": 48.0, "after_full_ms": 51.0, "after_grad_ms": 49.0, "after_ratio": 1.04},
             {"T_full_ms": 52.0, "T_grad_ms": 51.0, "after_full_ms": 52.0, "after_grad_ms": 50.0, "after_ratio": 1.04}]
     text = bench_profile_consistency.report(rows, 20)
