@@ -23,14 +23,15 @@ import tensorflow as tf  # noqa: E402
 
 import checkpoints  # noqa: E402
 import data  # noqa: E402
-import gradient_filter as filtering  # noqa: E402
+from models import gradient_filter as filtering  # noqa: E402
 import models  # noqa: E402
 import profile_tables  # noqa: E402
 import selection_solver_DP as solver  # noqa: E402
 from run_outputs import RunOutputs, unique_run_name  # noqa: E402
 from schemes import SCHEMES  # noqa: E402
 from schemes.baselines import parse_block_range  # noqa: E402
-from train import TrainConfig, load_profile_for, train  # noqa: E402
+from config import TrainConfig  # noqa: E402
+from train import load_profile_for, train  # noqa: E402
 from train_step import OPTIMIZERS  # noqa: E402
 from utils import (UserError, ensure_writable_dir, overhead_share, positive_int, read_json, run_cli,  # noqa: E402
                    str2bool)

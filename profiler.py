@@ -30,7 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import gradient_filter as filtering  # noqa: E402
+from models import gradient_filter as filtering  # noqa: E402
 import models  # noqa: E402
 import profile_tables  # noqa: E402
 from train_step import (TrainStep, forward_function, full_gradients, make_optimizer, shared_forward,  # noqa: E402
@@ -309,7 +309,7 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
     snapshot = model.get_weights()
     setup = make_optimizer(optimizer, 1e-4, 5e-4, 1000)
     try:
-        forward = shared_forward(model)  # steps built as training builds them (train.StepCache)
+        forward = shared_forward(model)  # steps built as training builds them (train_step.StepCache)
         trainers = [TrainStep(model, setup.optimizer, [w for w, k in zip(model.trainable_weights, m) if k],
                               forward=forward) for _, m in masks]
         trainers.append(full_gradients(model, forward))  # the live anchor's pass, timed among them

@@ -3,7 +3,6 @@ mask) and never asks which scheme it runs (the schemes live in the `schemes` pac
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import logging
 import math
@@ -11,7 +10,7 @@ import os
 import signal
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -19,85 +18,13 @@ from tqdm import tqdm
 
 import profile_tables
 from checkpoints import RunCheckpoints
+from config import TrainConfig
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme
-from train_step import (TrainStep, make_optimizer, preserved_state, shared_forward, variables_by_mask,
-                        wall_time_samples)
+from train_step import StepCache, make_optimizer, preserved_state, wall_time_samples
 from utils import UserError, overhead_share
 
-CACHED_STEPS = 8  # compiled train steps kept (one per distinct selection)
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """The resolved configuration of one run (saved as config.json next to its logs)."""
-
-    model_name: str
-    dataset_name: str
-    train_type: str
-    input_size: int
-    batch_size: int
-    num_classes: int
-    optimizer: str
-    learning_rate: float
-    weight_decay: float
-    num_epochs: int
-    run_name: str
-    save_model: bool
-    save_txt: bool
-    interval: float
-    rho: float
-    weights: str
-    data_dir: Optional[str]
-    seed: int
-    profile: Optional[str]
-    probe_batches: int
-    logdir: str
-    recalibrate: int
-    bn_mode: str = "frozen"
-    rho_mode: str = "exact"
-    reference_steps: int = 20
-    checkpoint_every: int = 0  # steps between mid-epoch checkpoints (0: at epoch ends only)
-    resolution: int = 1000
-    gf_radius: int = 0  # gradient filter patch size (0: off)
-    gf_blocks: int = 0  # blocks filtered (0 when off)
-    block_range: str = ""  # block_range_training's "FIRST:STOP" ("" for other schemes)
-
-    @property
-    def gradient_filter(self) -> Tuple[int, int]:
-        return (self.gf_radius, self.gf_blocks)
-
-
 # ------------------------------------------------------------------------------------- loop
-
-class StepCache:
-    """Compiled train steps, one per distinct selection, least recently used evicted.
-
-    Re-selecting a mask seen before reuses its traced step (no retracing); a bounded cache
-    keeps memory flat however many selections a run makes (README FAQ Q3 of the original).
-    """
-
-    def __init__(self, model: tf.keras.Model, optimizer, capacity: int = CACHED_STEPS):
-        self.model, self.optimizer, self.capacity = model, optimizer, capacity
-        self.penalty: Optional[Callable[[], tf.Tensor]] = None
-        self.forward = shared_forward(model)  # traced once for every selection's step
-        self._steps: "collections.OrderedDict[bytes, TrainStep]" = collections.OrderedDict()
-
-    def has(self, mask: np.ndarray) -> bool:
-        """Whether the step of `mask` is compiled and cached."""
-        return np.asarray(mask, np.uint8).tobytes() in self._steps
-
-    def get(self, mask: np.ndarray) -> TrainStep:
-        key = np.asarray(mask, np.uint8).tobytes()
-        if key in self._steps:
-            self._steps.move_to_end(key)
-            return self._steps[key]
-        step = TrainStep(self.model, self.optimizer, variables_by_mask(self.model, mask), self.penalty, self.forward)
-        self._steps[key] = step
-        while len(self._steps) > self.capacity:
-            self._steps.popitem(last=False)
-        return step
-
 
 class TrainingDiverged(UserError):
     """The loss became NaN or infinite."""

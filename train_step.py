@@ -6,6 +6,7 @@ tensor instead of computing (and pruning) gradient ops for the whole model.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import time
@@ -209,3 +210,35 @@ def preserved_state(model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy
         for variable in optimizer.variables():
             variable.assign(optimizer_state.get(
                 variable.ref(), np.zeros(variable.shape, variable.dtype.as_numpy_dtype)))
+
+
+CACHED_STEPS = 8  # compiled train steps kept (one per distinct selection)
+
+
+class StepCache:
+    """Compiled train steps, one per distinct selection, least recently used evicted.
+
+    Re-selecting a mask seen before reuses its traced step (no retracing); a bounded cache
+    keeps memory flat however many selections a run makes (README FAQ Q3 of the original).
+    """
+
+    def __init__(self, model: tf.keras.Model, optimizer, capacity: int = CACHED_STEPS):
+        self.model, self.optimizer, self.capacity = model, optimizer, capacity
+        self.penalty: Optional[Callable[[], tf.Tensor]] = None
+        self.forward = shared_forward(model)  # traced once for every selection's step
+        self._steps: "collections.OrderedDict[bytes, TrainStep]" = collections.OrderedDict()
+
+    def has(self, mask: np.ndarray) -> bool:
+        """Whether the step of `mask` is compiled and cached."""
+        return np.asarray(mask, np.uint8).tobytes() in self._steps
+
+    def get(self, mask: np.ndarray) -> TrainStep:
+        key = np.asarray(mask, np.uint8).tobytes()
+        if key in self._steps:
+            self._steps.move_to_end(key)
+            return self._steps[key]
+        step = TrainStep(self.model, self.optimizer, variables_by_mask(self.model, mask), self.penalty, self.forward)
+        self._steps[key] = step
+        while len(self._steps) > self.capacity:
+            self._steps.popitem(last=False)
+        return step

@@ -56,7 +56,7 @@ def prepare_tensorflow_environment() -> None:
     warnings.filterwarnings("ignore", message=r"(?s).*TensorFlow Addons")
     warnings.filterwarnings("ignore", message=r".*Tensorflow Addons supports using Python ops.*")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
-    # One compiled step per selection is deliberate (see train.StepCache); TensorFlow's
+    # One compiled step per selection is deliberate (see train_step.StepCache); TensorFlow's
     # "triggered tf.function retracing" advice does not apply.
     logging.getLogger("tensorflow").addFilter(
         lambda record: "triggered tf.function retracing" not in record.getMessage())

@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import h5py
 import tensorflow as tf
 
+from models.blocks import backbone_of
 from utils import UserError, atomic_path
 
 CLASSIFIER_NAME = "classifier"
@@ -202,14 +203,14 @@ def build_model(model_name: str, num_classes: int, input_size: int,
     if weights_mode not in ("imagenet", "none"):
         load_weights(model, weights_mode, model_name, num_classes, input_size)
     if lite_residual:
-        import lite_residual as lite
+        from models import lite_residual as lite
         plain = model
         model = _with_head(lite.add_lite_residuals(backbone_of(plain)), spec.preprocess, num_classes, input_size,
                            bn_mode, model_name)
         model.get_layer(CLASSIFIER_NAME).set_weights(plain.get_layer(CLASSIFIER_NAME).get_weights())
     radius, blocks = gradient_filter
     if radius:
-        import gradient_filter as filtering
+        from models import gradient_filter as filtering
         filtering.apply(model, radius, blocks)
     return model
 
@@ -259,12 +260,6 @@ def build_keras_application(name: str, num_classes: int, input_size: int, bn_mod
         raise UserError(f"{name} at {input_size} px: {error}") from None
     return _with_head(_settled(backbone, name.lower()), lambda x: x / 127.5 - 1.0, num_classes, input_size, bn_mode,
                       KERAS_APPLICATION_PREFIX + name)
-
-
-def backbone_of(model: tf.keras.Model) -> tf.keras.Model:
-    """The nested backbone of a registry model (the model itself when it has none)."""
-    nested = [layer for layer in model.layers if isinstance(layer, tf.keras.Model)]
-    return nested[0] if nested else model
 
 
 def random_states(model: tf.keras.Model) -> List[tf.Variable]:

@@ -13,8 +13,9 @@ import data
 import models
 from train_step import OptimizerSetup
 
-if TYPE_CHECKING:  # the loop's types, for annotations only (train imports this package)
-    from train import StepCache, TrainConfig
+if TYPE_CHECKING:  # the loop's types, for annotations only (kept out of the run-time imports)
+    from config import TrainConfig
+    from train_step import StepCache
 
 NORMALIZATION_LAYERS = (tf.keras.layers.BatchNormalization, tf.keras.layers.LayerNormalization,
                         tf.keras.layers.GroupNormalization)

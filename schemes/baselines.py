@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Tuple
 import numpy as np
 import tensorflow as tf
 
-import gradient_filter
+from models import gradient_filter
 from schemes.base import Context, Scheme, bn_plus_bias_mask, classifier_mask, kernels, layers_mask
 from schemes.time_budget import StepTimeController
 from utils import UserError
 
 if TYPE_CHECKING:
-    from train import TrainConfig
+    from config import TrainConfig
 
 PRUNE_PENALTY = 1e-4  # weight of the L1 penalty on kernels (PruneTrain baseline)
 

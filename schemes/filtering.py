@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import gradient_filter
+from models import gradient_filter
 from schemes.base import Scheme, layers_mask
 
 

@@ -27,7 +27,7 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
-import gradient_filter
+from models import gradient_filter
 import models
 from schemes.base import Context, Scheme, bias_mask, classifier_mask
 from schemes.elastic import normalized

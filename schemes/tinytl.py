@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import lite_residual
+from models import lite_residual
 import models
 from schemes.base import Scheme, bias_mask
 from utils import UserError

@@ -4,7 +4,7 @@ training's own in-loop steps, in one process, round after round.
     python scripts/bench_anchor.py [--rounds 6] [--steps 150] [--output FILE]
 
 Builds the study protocol's MobileNetV2 (64 px, batch 32, frozen BatchNorm, the cached source
-backbone when present) with the run's own pieces (train.StepCache, the importance probe). Each
+backbone when present) with the run's own pieces (train_step.StepCache, the importance probe). Each
 round stands in for one period of a run:
 
 1. "profile": full steps and the probe's full gradients timed warm, in alternating blocks, as the
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     from schemes.elastic import ImportanceProbe
-    from train import StepCache
+    from train_step import StepCache
     from train_step import make_optimizer, preserved_state, typical_ms, wall_time_samples
 
     model, protocol = study_plans.protocol_model("mobilenetv2")

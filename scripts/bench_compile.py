@@ -3,7 +3,7 @@
     python scripts/bench_compile.py [--grappler '{"constant_folding": false}'] [--onednn off]
 
 Builds the study protocol's MobileNetV2 (64 px, batch 32, frozen BatchNorm, random weights) and,
-as train.StepCache builds them (one shared forward pass), compiles the importance probe's full
+as train_step.StepCache builds them (one shared forward pass), compiles the importance probe's full
 gradients, then steps for
 five selections (the top 30, 60, 90, 20 and 45 tensors plus one deeper tensor each). Prints, per
 selection, the trace time, the first call (graph optimisation, kernel set-up and the step) and

@@ -37,12 +37,12 @@ def main(argv=None) -> int:
 
     import data
     import models
-    import train
+    import train_step
     from train_step import make_optimizer
 
     model = models.build_model(args.model_name, 64, args.input_size, "none", "frozen")
     epochs = data.load_epochs("embedded_shapes", args.batch_size, args.input_size, seed=0)
-    step = train.StepCache(model, make_optimizer("sgd", 1e-3, 5e-4, 1000).optimizer).get(
+    step = train_step.StepCache(model, make_optimizer("sgd", 1e-3, 5e-4, 1000).optimizer).get(
         np.ones(len(model.trainable_weights), np.uint8))
     autotuned = tf.data.Options()
     autotuned.autotune.enabled = True

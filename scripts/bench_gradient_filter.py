@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     if args.single_convs:
         return single_convolutions(args.rounds)
 
-    import gradient_filter
+    from models import gradient_filter
     import models
     import profiler
     from schemes.filtering import last_blocks_mask
@@ -97,7 +97,7 @@ SHAPES = [  # batch, side, channels in, out, kernel, depthwise
 def single_convolutions(rounds: int) -> int:
     import tensorflow as tf
 
-    import gradient_filter
+    from models import gradient_filter
     from train_step import typical_ms, wall_time_samples
 
     print(f"backward pass of one stride-1 SAME convolution (input and weight gradients), 25th percentiles "

@@ -4,7 +4,7 @@
     python scripts/bench_reselection_memory.py --reselections 100 --cycle 12 --plot figures/reselection_memory.png
 
 Each re-selection picks a new random set of tensors (as ElasticTrainer's selections differ),
-fetches its compiled step from train.StepCache and trains two steps; the resident set size
+fetches its compiled step from train_step.StepCache and trains two steps; the resident set size
 (RSS) is printed after each. With --cycle K the selections cycle through K random masks (more
 than the cache holds, so each one is evicted and compiled again: the worst case of a long run).
 With the bounded cache (default, 8 steps) memory levels off
@@ -48,13 +48,13 @@ def main(argv=None) -> int:
 
     import models
     import profiler
-    import train
+    import train_step
     from train_step import make_optimizer
 
     model = models.build_model(args.model_name, 64, args.input_size, "none")
     images, labels = profiler.random_batch(model, args.batch_size)
-    capacity = args.capacity or train.CACHED_STEPS
-    cache = train.StepCache(model, make_optimizer("sgd", 1e-3, 5e-4, 1000).optimizer, capacity=capacity)
+    capacity = args.capacity or train_step.CACHED_STEPS
+    cache = train_step.StepCache(model, make_optimizer("sgd", 1e-3, 5e-4, 1000).optimizer, capacity=capacity)
     rng = np.random.default_rng(0)
     size = len(model.trainable_weights)
     print(f"{args.model_name} {args.input_size} px, batch {args.batch_size}, cache capacity {capacity}")

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     import profile_tables
     import profiler
     import schemes
-    import train
+    import train_step
     from train_step import make_optimizer, typical_ms, wall_time_samples, wall_times_ms
 
     num_classes = data.num_classes(args.dataset_name, args.data_dir)
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     batches = iter(data.load(args.dataset_name, "train", args.batch_size, args.input_size, args.data_dir).repeat())
     batch = next(batches)
     setup = make_optimizer("sgd", 1e-3, 5e-4, 10_000)
-    cache = train.StepCache(model, setup.optimizer, capacity=64)
+    cache = train_step.StepCache(model, setup.optimizer, capacity=64)
     importance = schemes.normalized(schemes.ImportanceProbe(model, setup.optimizer).loss_change([batch]))
     owners = models.owner_layers(model)
     masks = [schemes.classifier_mask(model), np.array([o is owners[0] for o in owners], np.uint8),

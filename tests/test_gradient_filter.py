@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import gradient_filter
+from models import gradient_filter
 import profile_tables
 import profiler
 from utils import UserError

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import lite_residual
+from models import lite_residual
 import models
 import profiler
 import schemes
-import train
+import train_step
 from train_step import make_optimizer
 from utils import UserError
 from test_gradient_filter import small_backbone_model
@@ -41,7 +41,7 @@ def test_lite_residual_scheme_trains_branches_biases_and_classifier_only():
     images = tf.random.uniform((8, 16, 16, 3))
     labels = tf.constant([0, 1, 2, 0, 1, 2, 0, 1])
     context = schemes.Context(model, setup, _config(), 2, tf.data.Dataset.from_tensors((images, labels)), None,
-                              train.StepCache(model, setup.optimizer))
+                              train_step.StepCache(model, setup.optimizer))
     scheme = schemes.SCHEMES["tinytl_lite_residual_training"](context)
     owners = models.owner_layers(model)
     chosen = [w.name for w, keep in zip(model.trainable_weights, scheme.mask) if keep]
@@ -59,7 +59,7 @@ def test_lite_residual_scheme_trains_branches_biases_and_classifier_only():
     with pytest.raises(UserError, match="no lite residual branches"):
         schemes.SCHEMES["tinytl_lite_residual_training"](schemes.Context(
             small_backbone_model(), setup, _config(), 2, tf.data.Dataset.from_tensors((images, labels)), None,
-            train.StepCache(model, setup.optimizer)))
+            train_step.StepCache(model, setup.optimizer)))
 
 
 def test_profiler_attributes_the_branches(tmp_path):

@@ -11,6 +11,7 @@ import selection_solver_DP as solver
 import schemes
 import train
 import train_step
+from config import TrainConfig
 from run_outputs import RunOutputs
 from train_step import make_optimizer
 from utils import UserError
@@ -48,20 +49,20 @@ def tiny_profile(model: tf.keras.Model, batch_size: int = 8) -> dict:
             "tensors": tensors}
 
 
-def config(**overrides) -> train.TrainConfig:
+def config(**overrides) -> TrainConfig:
     values = dict(model_name="tiny", dataset_name="tiny", train_type="full_training", input_size=16,
                   batch_size=8, num_classes=3, optimizer="sgd", learning_rate=0.05, weight_decay=5e-4,
                   num_epochs=1, run_name="test", save_model=False, save_txt=False, interval=1.0, rho=0.6,
                   weights="none", data_dir=None, seed=0, profile=None, probe_batches=1, logdir="logs",
                   recalibrate=0)
     values.update(overrides)
-    return train.TrainConfig(**values)
+    return TrainConfig(**values)
 
 
 def make_context(model, train_type: str, **overrides) -> schemes.Context:
     setup = make_optimizer("sgd", 0.05, 5e-4, 100)
     return schemes.Context(model, setup, config(train_type=train_type, **overrides), 4, tiny_data(),
-                         tiny_profile(model), train.StepCache(model, setup.optimizer))
+                         tiny_profile(model), train_step.StepCache(model, setup.optimizer))
 
 
 EXPECTED = {
@@ -140,7 +141,7 @@ def test_probe_leaves_weights_and_optimizer_state_bit_identical(optimizer_name):
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
     setup = make_optimizer(optimizer_name, 0.05, 5e-4, 100)
-    step = train.StepCache(model, setup.optimizer).get(schemes.classifier_mask(model))
+    step = train_step.StepCache(model, setup.optimizer).get(schemes.classifier_mask(model))
     for images, labels in tiny_data().take(3):  # momentum and iterations are non-trivial now
         step(images, labels)
     weights_before, optimizer_before = _state(model, setup.optimizer)
@@ -181,7 +182,7 @@ def test_importance_is_the_first_order_loss_change():
 
 def test_repeated_selection_reuses_its_compiled_step():
     model = tiny_model()
-    cache = train.StepCache(model, make_optimizer("sgd", 0.01, 0, 10).optimizer, capacity=2)
+    cache = train_step.StepCache(model, make_optimizer("sgd", 0.01, 0, 10).optimizer, capacity=2)
     full, head = np.ones(len(TENSORS), np.uint8), schemes.classifier_mask(model)
     images, labels = next(iter(tiny_data()))
     first = cache.get(full)
@@ -202,7 +203,7 @@ def test_selections_share_one_traced_forward_and_train_as_a_step_traced_whole():
     images, labels = next(iter(tiny_data()))
     optimizer = make_optimizer("sgd", 0.05, 5e-4, 10).optimizer
     optimizer._create_all_weights(model.trainable_weights)
-    cache = train.StepCache(model, optimizer)
+    cache = train_step.StepCache(model, optimizer)
     masks = [schemes.classifier_mask(model), np.roll(schemes.classifier_mask(model), -4), np.ones(len(TENSORS), np.uint8)]
     start = [v.numpy() for v in model.variables]
     for mask in masks:
@@ -233,7 +234,7 @@ def test_evicted_steps_free_their_graphs():
 
     earlier = {id(g) for g in step_graphs()}  # kept by other tests (tf.custom_gradient keeps its graph)
     model = tiny_model()
-    cache = train.StepCache(model, make_optimizer("sgd", 0.01, 5e-4, 10).optimizer, capacity=1)
+    cache = train_step.StepCache(model, make_optimizer("sgd", 0.01, 5e-4, 10).optimizer, capacity=1)
     images, labels = next(iter(tiny_data()))
     for deepest in range(len(TENSORS) - 2, 0, -2):
         mask = np.zeros(len(TENSORS), np.uint8)
@@ -457,7 +458,7 @@ def test_live_reference_leaves_weights_and_optimizer_state_untouched():
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
     setup = make_optimizer("sgd", 0.05, 5e-4, 100)
-    cache = train.StepCache(model, setup.optimizer)
+    cache = train_step.StepCache(model, setup.optimizer)
     head = schemes.classifier_mask(model)
     batch = next(iter(tiny_data()))
     for _ in range(3):

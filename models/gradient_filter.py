@@ -29,12 +29,11 @@ a tf.function.
 """
 from __future__ import annotations
 
-import re
-from typing import Dict, List, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import tensorflow as tf
 
-import models
+from models.blocks import CONVOLUTIONS, blocks
 from utils import UserError
 
 RADII = (2, 4, 7)  # the Gradient Filtering paper's patch sizes
@@ -44,7 +43,6 @@ DEFAULT_BLOCKS = 4  # --gf_blocks
 # as much as the filter's own averaging, and filtering them made it 2.3-2.5x slower on this CPU
 # (BENCHMARKS.md, "Gradient filtering"). `apply(..., depthwise=True)` filters them too.
 FILTER_DEPTHWISE = False
-_CONVOLUTIONS = (tf.keras.layers.Conv2D, tf.keras.layers.DepthwiseConv2D)  # DepthwiseConv2D is a Conv2D
 
 
 def _pad_amounts(size: int, kernel: int, stride: int, padding: str) -> Tuple[int, int, int]:
@@ -174,27 +172,6 @@ class FilteredDepthwiseConv2D(_Filtered, tf.keras.layers.DepthwiseConv2D):
         return self.activation(outputs) if self.activation is not None else outputs
 
 
-BLOCK_PATTERN = re.compile(r"(.*?block_?\d+)")  # a numbered block's name prefix (block_3, conv4_block2)
-
-
-def _block_key(conv_name: str) -> str:
-    match = BLOCK_PATTERN.match(conv_name)
-    return match.group(1) if match else re.sub(r"_(depthwise|project|expand|conv)$", "", conv_name)
-
-
-def blocks(model: tf.keras.Model) -> List[Tuple[str, List[tf.keras.layers.Layer]]]:
-    """The backbone's blocks in forward order: (name, layers with weights). A layer without a
-    convolution of its own (BatchNorm) belongs to the block of the convolution before it."""
-    found: Dict[str, List[tf.keras.layers.Layer]] = {}
-    current = None
-    for layer in models.backbone_of(model).layers:
-        if isinstance(layer, _CONVOLUTIONS):
-            current = _block_key(layer.name)
-        if layer.weights and current is not None:
-            found.setdefault(current, []).append(layer)
-    return list(found.items())
-
-
 def last_blocks(model: tf.keras.Model, count: int) -> List[Tuple[str, List[tf.keras.layers.Layer]]]:
     """The last `count` blocks; UserError when the model has no convolutional blocks or fewer."""
     found = blocks(model)
@@ -214,7 +191,7 @@ def apply(model: tf.keras.Model, radius: int, count: int, depthwise: bool = FILT
     plan = []
     for _, layers in last_blocks(model, count):
         for layer in layers:
-            if not isinstance(layer, _CONVOLUTIONS) or isinstance(layer, _Filtered):
+            if not isinstance(layer, CONVOLUTIONS) or isinstance(layer, _Filtered):
                 continue
             if isinstance(layer, tf.keras.layers.DepthwiseConv2D) and not depthwise:
                 continue

@@ -22,7 +22,7 @@ from typing import Dict, List
 
 import tensorflow as tf
 
-from gradient_filter import BLOCK_PATTERN
+from models.blocks import BLOCK_PATTERN
 from utils import UserError
 
 MARK = "_lite_"  # in the names of every branch layer

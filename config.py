@@ -1,0 +1,49 @@
+"""The resolved configuration of one training run: plain values, no TensorFlow.
+
+It sits low in the import graph so that the loop (train.py), the schemes and the entry points
+can all name it without importing each other.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """The resolved configuration of one run (saved as config.json next to its logs)."""
+
+    model_name: str
+    dataset_name: str
+    train_type: str
+    input_size: int
+    batch_size: int
+    num_classes: int
+    optimizer: str
+    learning_rate: float
+    weight_decay: float
+    num_epochs: int
+    run_name: str
+    save_model: bool
+    save_txt: bool
+    interval: float
+    rho: float
+    weights: str
+    data_dir: Optional[str]
+    seed: int
+    profile: Optional[str]
+    probe_batches: int
+    logdir: str
+    recalibrate: int
+    bn_mode: str = "frozen"
+    rho_mode: str = "exact"
+    reference_steps: int = 20
+    checkpoint_every: int = 0  # steps between mid-epoch checkpoints (0: at epoch ends only)
+    resolution: int = 1000
+    gf_radius: int = 0  # gradient filter patch size (0: off)
+    gf_blocks: int = 0  # blocks filtered (0 when off)
+    block_range: str = ""  # block_range_training's "FIRST:STOP" ("" for other schemes)
+
+    @property
+    def gradient_filter(self) -> Tuple[int, int]:
+        return (self.gf_radius, self.gf_blocks)

@@ -1,0 +1,40 @@
+"""How a registry model is put together: its nested backbone and the backbone's numbered blocks.
+
+The model surgery (models/gradient_filter.py, models/lite_residual.py) and the block-range
+schemes find blocks through these names; nothing here imports the rest of the package.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Tuple
+
+import tensorflow as tf
+
+CONVOLUTIONS = (tf.keras.layers.Conv2D, tf.keras.layers.DepthwiseConv2D)  # DepthwiseConv2D is a Conv2D
+
+
+def backbone_of(model: tf.keras.Model) -> tf.keras.Model:
+    """The nested backbone of a registry model (the model itself when it has none)."""
+    nested = [layer for layer in model.layers if isinstance(layer, tf.keras.Model)]
+    return nested[0] if nested else model
+
+
+BLOCK_PATTERN = re.compile(r"(.*?block_?\d+)")  # a numbered block's name prefix (block_3, conv4_block2)
+
+
+def _block_key(conv_name: str) -> str:
+    match = BLOCK_PATTERN.match(conv_name)
+    return match.group(1) if match else re.sub(r"_(depthwise|project|expand|conv)$", "", conv_name)
+
+
+def blocks(model: tf.keras.Model) -> List[Tuple[str, List[tf.keras.layers.Layer]]]:
+    """The backbone's blocks in forward order: (name, layers with weights). A layer without a
+    convolution of its own (BatchNorm) belongs to the block of the convolution before it."""
+    found: Dict[str, List[tf.keras.layers.Layer]] = {}
+    current = None
+    for layer in backbone_of(model).layers:
+        if isinstance(layer, CONVOLUTIONS):
+            current = _block_key(layer.name)
+        if layer.weights and current is not None:
+            found.setdefault(current, []).append(layer)
+    return list(found.items())
