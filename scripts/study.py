@@ -13,6 +13,7 @@ where it stopped. TensorBoard logs go to logs/study/<model>_<input>/<plan>/<run>
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import hashlib
 import json
@@ -165,9 +166,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from study_table import write_table
     directory = results_dir(args.model_name, args.plan)
     figure = os.path.join(ROOT, "figures", f"study_{args.plan}_{args.model_name}.png")
-    write_table(args.plan, args.model_name, directory, args.output or directory + ".md", figure)
-    shutil.copyfile(figure, directory + ".png")
     by_depth = os.path.splitext(figure)[0] + "_depth.png"
+    appendix = None
+    if args.plan == "depth":  # the depth plan's analysis below its table
+        from study_depth import depth_section
+        appendix = functools.partial(depth_section, model_name=args.model_name, figure_path=by_depth)
+    write_table(args.plan, args.model_name, directory, args.output or directory + ".md", figure, appendix)
+    shutil.copyfile(figure, directory + ".png")
     if args.plan == "depth" and os.path.exists(by_depth):  # the accuracy-by-depth figure, kept in git
         shutil.copyfile(by_depth, directory + "_by_depth.png")
     return 0

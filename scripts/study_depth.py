@@ -10,7 +10,7 @@ import math
 import os
 from typing import Dict, List, Sequence
 
-from study_table import _pm, mean_std
+from study_stats import mean_std, plus_minus
 from utils import UserError, atomic_path
 
 FLOOR, CEILING = "traditional_tl_training", "full_training"
@@ -116,8 +116,8 @@ def depth_section(rows: List[Dict], model_name: str, figure_path: str) -> str:
     lines = ["| run | step ratio (live) | best acc % | share of the full-vs-TL gap recovered |",
              "|---|---:|---:|---:|"]
     for row in sorted(rows, key=lambda row: row["step_ratio"][0] if math.isfinite(row["step_ratio"][0]) else 1.0):
-        lines.append(f"| {row['config']} | {_pm(row['step_ratio'], digits=2)} | {_pm(row['best_accuracy'], 100)} | "
-                     f"{_pm(gaps[row['config']], digits=2)} |")
+        lines.append(f"| {row['config']} | {plus_minus(row['step_ratio'], digits=2)} | {plus_minus(row['best_accuracy'], 100)} | "
+                     f"{plus_minus(gaps[row['config']], digits=2)} |")
     plot_depth(rows, gaps, f"{model_name}: where fine-tuning's accuracy lives", figure_path)
     text = "\n".join(lines) + f"\n\nRule (BENCHMARKS.md, fixed before the runs): {verdict}\n"
     print(text + f"figure: {figure_path} (and .pdf)")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import glob
 import json
-import math
 import os
 import re
 import statistics
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
+from study_stats import mean_std, plus_minus
 from utils import UserError, atomic_path, atomic_write_text, overhead_share
 
 # The paper's figures (ResNet50, CUB-200, ImageNet weights, Jetson TX2; DESIGN.md §7.2), by the
@@ -52,13 +52,6 @@ def time_to_reach(history: Sequence[Dict], accuracy: float) -> Optional[float]:
         if entry["test_accuracy"] >= accuracy - 1e-9:
             return float(entry["train_seconds"])
     return None
-
-
-def mean_std(values: Sequence[float]) -> tuple:
-    values = [v for v in values if v is not None and math.isfinite(v)]
-    if not values:
-        return float("nan"), float("nan")
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_training") -> tuple:
@@ -102,27 +95,20 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
     return rows, target
 
 
-def _pm(pair: tuple, scale: float = 1.0, digits: int = 1) -> str:
-    mean, std = pair
-    if not math.isfinite(mean):
-        return "-"
-    return f"{mean * scale:.{digits}f} ± {std * scale:.{digits}f}"
-
-
 def markdown(rows: List[Dict], target: float) -> str:
     """The claims table in markdown."""
     lines = [f"| run | seeds | best acc % | / full | wall s | step ratio (live) | compile + selection | peak MB | "
              f"s to {100 * target:.1f} % | speedup (wall) | speedup to {100 * target:.1f} % | paper acc % / speedup |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
-        reach = (_pm(row["time_to_target"], digits=0) + ("" if row["reached"] == row["seeds"]
+        reach = (plus_minus(row["time_to_target"], digits=0) + ("" if row["reached"] == row["seeds"]
                                                            else f" ({row['reached']}/{row['seeds']} reached)")
                  if row["reached"] else "never")
         to_target = f"{row['speedup_to_target']:.2f}x" if row["speedup_to_target"] else "-"
         paper = f"{row['paper'][0]:.1f} / {row['paper'][1]:.2f}x" if row["paper"] else ""
-        lines.append(f"| {row['config']} | {row['seeds']} | {_pm(row['best_accuracy'], 100)} | "
-                     f"{row['relative_accuracy']:.2f} | {_pm(row['train_seconds'], digits=0)} | {_pm(row['step_ratio'], digits=2)} | "
-                     f"{_pm(row['overhead_share'], 100)} % | {_pm(row['peak_memory'], digits=0)} | {reach} | {row['speedup']:.2f}x | {to_target} | {paper} |")
+        lines.append(f"| {row['config']} | {row['seeds']} | {plus_minus(row['best_accuracy'], 100)} | "
+                     f"{row['relative_accuracy']:.2f} | {plus_minus(row['train_seconds'], digits=0)} | {plus_minus(row['step_ratio'], digits=2)} | "
+                     f"{plus_minus(row['overhead_share'], 100)} % | {plus_minus(row['peak_memory'], digits=0)} | {reach} | {row['speedup']:.2f}x | {to_target} | {paper} |")
     return "\n".join(lines) + "\n"
 
 
@@ -176,10 +162,12 @@ def learning_rate_groups(groups: Dict[str, List[Dict]]) -> Dict[str, Dict[str, L
     return dict(sorted(split.items(), key=lambda item: float(item[0])))
 
 
-def write_table(plan: str, model_name: str, directory: str, output: Optional[str], figure_path: str) -> int:
+def write_table(plan: str, model_name: str, directory: str, output: Optional[str], figure_path: str,
+                appendix: Optional[Callable[[List[Dict]], str]] = None) -> int:
     """Print the table of a study's results, write it to `output` (if given), draw the figure.
 
     The calibration plan gets one table per learning rate, each against full training at that rate.
+    `appendix(rows)`, when given, adds a section below the table (the depth plan's analysis).
     """
     groups = load_results(directory)
     if not groups:
@@ -195,9 +183,8 @@ def write_table(plan: str, model_name: str, directory: str, output: Optional[str
     print(table)
     plot(groups, all_rows, target, f"{model_name}: {plan} study on the embedded dataset", figure_path)
     print(f"figure: {figure_path} (and .pdf)")
-    if plan == "depth":
-        from study_depth import depth_section
-        table += "\n" + depth_section(all_rows, model_name, os.path.splitext(figure_path)[0] + "_depth.png")
+    if appendix:
+        table += "\n" + appendix(all_rows)
     if output:
         atomic_write_text(output, table)
     return 0

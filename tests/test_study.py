@@ -37,7 +37,7 @@ def test_every_planned_run_parses_with_the_real_cli(protocol):
 
 
 def test_depth_plan_trains_every_stage_once_and_the_stages_tile_the_network(protocol):
-    import gradient_filter
+    from models import gradient_filter
     import models
 
     runs = study_plans.plan_runs("depth", "mobilenetv2", [0, 1, 2])
