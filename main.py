@@ -5,35 +5,32 @@
 
 Flags, names and defaults follow the original ElasticTrainer CLI.
 """
-from utils import prepare_tensorflow_environment
+import tf_environment  # noqa: F401  (first: prepares TensorFlow's environment before TensorFlow loads)
+import argparse
+import dataclasses
+import logging
+import math
+import os
+import re
+import shlex
+import sys
+from typing import Optional, Sequence
 
-prepare_tensorflow_environment()  # before TensorFlow is imported
+import tensorflow as tf
 
-import argparse  # noqa: E402
-import dataclasses  # noqa: E402
-import logging  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import shlex  # noqa: E402
-import sys  # noqa: E402
-from typing import Optional, Sequence  # noqa: E402
-
-import tensorflow as tf  # noqa: E402
-
-import checkpoints  # noqa: E402
-import data  # noqa: E402
-from models import gradient_filter as filtering  # noqa: E402
-import models  # noqa: E402
-import profile_tables  # noqa: E402
-import selection_solver_DP as solver  # noqa: E402
-from run_outputs import RunOutputs, unique_run_name  # noqa: E402
-from schemes import SCHEMES  # noqa: E402
-from schemes.baselines import parse_block_range  # noqa: E402
-from config import TrainConfig  # noqa: E402
-from train import load_profile_for, train  # noqa: E402
-from train_step import OPTIMIZERS  # noqa: E402
-from utils import (UserError, ensure_writable_dir, overhead_share, positive_int, read_json, run_cli,  # noqa: E402
+import checkpoints
+import data
+import models
+import profile_tables
+import selection_solver_DP as solver
+from config import TrainConfig
+from models import gradient_filter as filtering
+from run_outputs import RunOutputs, unique_run_name
+from schemes import SCHEMES
+from schemes.baselines import parse_block_range
+from train import load_profile_for, train
+from train_step import OPTIMIZERS
+from utils import (UserError, ensure_writable_dir, overhead_share, positive_int, read_json, run_cli,
                    str2bool)
 
 OVERHEAD_HINT_SHARE = 0.15  # above this share of probes and compiles, the summary suggests a longer --interval

@@ -8,34 +8,31 @@ tab), converts the trace with xprof's `framework_op_stats` tool into the op-stat
 structure of the step's gradient graph (no per-model name patterns), and saves per-tensor
 `t_dw` / `t_dy` with the measured forward, backward and full-step times as JSON.
 """
-from utils import prepare_tensorflow_environment
+import tf_environment  # noqa: F401  (first: prepares TensorFlow's environment before TensorFlow loads)
+import argparse
+import contextlib
+import datetime
+import functools
+import glob
+import json
+import logging
+import operator
+import os
+import platform
+import sys
+import tempfile
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-prepare_tensorflow_environment()  # before TensorFlow is imported
+import numpy as np
+import tensorflow as tf
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import datetime  # noqa: E402
-import functools  # noqa: E402
-import glob  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import operator  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from typing import Callable, Dict, List, Optional, Sequence, Tuple  # noqa: E402
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from models import gradient_filter as filtering  # noqa: E402
-import models  # noqa: E402
-import profile_tables  # noqa: E402
-from train_step import (TrainStep, forward_function, full_gradients, make_optimizer, shared_forward,  # noqa: E402
+from models import gradient_filter as filtering
+import models
+import profile_tables
+from train_step import (TrainStep, forward_function, full_gradients, make_optimizer, shared_forward,
                         typical_ms, wall_time_samples, wall_times_ms)
-from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli  # noqa: E402
+from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
 
 # Rounds of every calibration step before timing: a new process's first few dozen steps run

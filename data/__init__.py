@@ -23,7 +23,7 @@ _SHUFFLE_BUFFER = 1024
 # Fixed parallelism instead of tf.data's autotuning: its background thread sleeps for periods
 # that double up to 60 s, and deleting an iterator (every epoch's end) waits for the current
 # sleep to finish, so epochs stretched to 20.5, 41 or 82 s whatever their steps took
-# (scripts/bench_data_stall.py; BENCHMARKS.md "Epochs stretched by tf.data's autotuning").
+# (BENCHMARKS.md "Epochs stretched by tf.data's autotuning"; its benchmark is retired, see bench/README.md).
 _PARALLEL_CALLS = max(1, min(4, os.cpu_count() or 1))
 _PREFETCH_BATCHES = 2
 

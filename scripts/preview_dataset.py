@@ -1,12 +1,12 @@
 """Save a grid of example images of a dataset: `python scripts/preview_dataset.py embedded_shapes`."""
 from __future__ import annotations
 
+import _bootstrap  # noqa: F401  (first: the repository root on sys.path, TensorFlow's environment)
 import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import UserError, atomic_path, prepare_tensorflow_environment, run_cli  # noqa: E402
+from utils import UserError, atomic_path, run_cli
 
 
 def main(argv=None) -> int:
@@ -19,7 +19,6 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default="figures/{dataset_name}_samples.png",
                         help="output image (a .pdf is written beside it)")
     args = parser.parse_args(argv)
-    prepare_tensorflow_environment()
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -33,7 +33,7 @@ fi
 echo "using $BACKBONE"
 
 echo "== 3/5 profile tensor timings on this machine"
-PROTOCOL=$($PY scripts/study_plans.py mobilenetv2)   # --model_name ... --learning_rate ... --bn_mode frozen
+PROTOCOL=$($PY -m experiments.study_plans mobilenetv2)   # --model_name ... --learning_rate ... --bn_mode frozen
 # shellcheck disable=SC2086
 $PY profiler.py --model_name mobilenetv2 --input_size 64 --num_classes 64 --batch_size 32 --bn_mode frozen
 

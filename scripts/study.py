@@ -12,6 +12,7 @@ where it stopped. TensorBoard logs go to logs/study/<model>_<input>/<plan>/<run>
 """
 from __future__ import annotations
 
+import _bootstrap  # noqa: F401  (first: the repository root on sys.path, TensorFlow's environment)
 import argparse
 import functools
 import glob
@@ -21,13 +22,13 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
+
+from experiments.runner import train_all
+from experiments.study_plans import PLANS, PROTOCOLS, Run, plan_runs, profiler_arguments, require_backbone
+from utils import UserError, atomic_write_json, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from runner import train_all  # noqa: E402
-from study_plans import PLANS, PROTOCOLS, Run, plan_runs, require_backbone  # noqa: E402
-from utils import UserError, atomic_write_json, run_cli  # noqa: E402
 
 
 def results_dir(model_name: str, plan: str) -> str:
@@ -57,16 +58,6 @@ def main_arguments(model_name: str, run: Run, logdir: str) -> List[str]:
         arguments += ["--gf_radius", str(run.gradient_filter[0]), "--gf_blocks", str(run.gradient_filter[1])]
     if run.block_range:
         arguments += ["--block_range", run.block_range]
-    return arguments
-
-
-def profiler_arguments(model_name: str, bn_mode: str, gradient_filter: Optional[Tuple[int, int]] = None) -> List[str]:
-    protocol = PROTOCOLS[model_name]
-    arguments = ["--model_name", model_name, "--input_size", str(protocol["input_size"]),
-                 "--num_classes", str(protocol["num_classes"]), "--batch_size", str(protocol["batch_size"]),
-                 "--bn_mode", bn_mode]
-    if gradient_filter:
-        arguments += ["--gf_radius", str(gradient_filter[0]), "--gf_blocks", str(gradient_filter[1])]
     return arguments
 
 
@@ -163,13 +154,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     if args.action == "run":
         return run_study(args.plan, args.model_name, args.seeds, args.dry_run)
-    from study_table import write_table
+    from experiments.study_table import write_table
     directory = results_dir(args.model_name, args.plan)
     figure = os.path.join(ROOT, "figures", f"study_{args.plan}_{args.model_name}.png")
     by_depth = os.path.splitext(figure)[0] + "_depth.png"
     appendix = None
     if args.plan == "depth":  # the depth plan's analysis below its table
-        from study_depth import depth_section
+        from experiments.study_depth import depth_section
         appendix = functools.partial(depth_section, model_name=args.model_name, figure_path=by_depth)
     write_table(args.plan, args.model_name, directory, args.output or directory + ".md", figure, appendix)
     shutil.copyfile(figure, directory + ".png")

@@ -1,15 +1,10 @@
 """Shared fixtures. TensorFlow is quieted before any test module imports it."""
 from __future__ import annotations
 
+import tf_environment  # noqa: F401  (first: TensorFlow's environment; pytest.ini puts the root on sys.path)
 import os
-import sys
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import prepare_tensorflow_environment  # noqa: E402
-
-prepare_tensorflow_environment()
 
 
 @pytest.fixture(scope="session")

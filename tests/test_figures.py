@@ -12,12 +12,9 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import figures  # noqa: E402
-import plot  # noqa: E402
-import runner  # noqa: E402
-from run_outputs import RunOutputs  # noqa: E402
-from utils import UserError  # noqa: E402
+from experiments import figures, plot, runner
+from run_outputs import RunOutputs
+from utils import UserError
 
 MASKS = [[1, 1, 0, 0, 1, 1], [0, 1, 1, 0, 0, 1], [0, 0, 0, 1, 1, 1]]
 

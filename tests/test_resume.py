@@ -20,7 +20,6 @@ from run_outputs import RunOutputs, truncate_events
 from test_train import config, tiny_data, tiny_model, tiny_profile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 
 def steps_of(run_dir: str, tag: str):
@@ -248,7 +247,7 @@ def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
 
 def test_resume_check_runs_parse_and_its_report_flags_every_difference():
     import main
-    import resume_check
+    from bench import resume_check
 
     args = resume_check.parse_args([])
     main.parse_args(resume_check.run_flags(args, "killed") + ["--resume"])  # the CLI takes them

@@ -1,4 +1,5 @@
-"""The headline study's plans, runner and claims table (scripts/study*.py)."""
+"""The headline study's plans, runner and claims table (experiments/study_*.py, scripts/study.py)
+and the benchmarks' pure parts (bench/)."""
 from __future__ import annotations
 
 import json
@@ -9,11 +10,9 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))  # the study's command line, scripts/study.py
 import study  # noqa: E402
-import study_depth  # noqa: E402
-import study_plans  # noqa: E402
-import study_table  # noqa: E402
+from experiments import study_depth, study_plans, study_table  # noqa: E402
 from utils import UserError  # noqa: E402
 
 
@@ -204,7 +203,7 @@ def test_speedup_to_target_needs_every_reference_seed_to_get_there(tmp_path):
 
 
 def test_overhead_bench_runs_parse_and_its_report_splits_the_overhead(protocol):
-    import bench_overhead
+    from bench import overhead as bench_overhead
     import main
 
     args = bench_overhead.parse_args(["--rho", "0.5", "--epochs", "2", "--interval", "1"])
@@ -272,7 +271,7 @@ def test_depth_reading_follows_its_rule(tmp_path):
 
 
 def test_drift_benchmark_scales_every_time_of_a_profile():
-    import bench_drift
+    from bench import drift as bench_drift
 
     profile = {"model_name": "m", "T_fp_ms": 10.0, "T_bp_ms": 20.0, "T_full_ms": 30.0, "T_grad_ms": 25.0,
                "tensors": [{"name": "w", "t_dw_ms": 2.0, "t_dy_ms": 4.0}]}
@@ -284,7 +283,7 @@ def test_drift_benchmark_scales_every_time_of_a_profile():
 
 
 def test_time_model_benchmark_reads_the_profiler_s_own_output(capsys):
-    import bench_time_model
+    from bench import time_model as bench_time_model
     import profiler
 
     for _, flags in bench_time_model.MODELS:  # every row parses with the profiler's real parser
@@ -305,21 +304,21 @@ def test_time_model_benchmark_reads_the_profiler_s_own_output(capsys):
 
 
 def test_gated_step_benchmark_refuses_a_bad_step_count_in_one_line():
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_gated_step.py"), "--steps", "0"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "bench.gated_step", "--steps", "0"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2 and "--steps" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_compile_benchmark_refuses_bad_grappler_options_in_one_line():
     for bad in ("{oops", "[]"):
-        done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_compile.py"), "--grappler", bad],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run([sys.executable, "-m", "bench.compile", "--grappler", bad],
+                              capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert done.returncode != 0 and "--grappler is not a JSON object" in done.stderr
         assert "Traceback" not in done.stderr
 
 
 def test_profile_consistency_report_and_paired_ratio():
-    import bench_profile_consistency
+    from bench import profile_consistency as bench_profile_consistency
 
     # each pair shares its moment's load: 5 % apart whatever the machine did, one pair garbled
     assert bench_profile_consistency.paired_ratio([10.5, 21.0, 10.5, 12.6, 30.0], [10.0, 20.0, 10.0, 12.0, 10.0]) \
@@ -336,7 +335,7 @@ def test_profile_consistency_report_and_paired_ratio():
 
 
 def test_period_noise_compares_each_period_with_the_one_before(tmp_path):
-    import bench_period_noise
+    from bench import period_noise as bench_period_noise
 
     # epochs of 10 s, then 11 s from epoch 5 on, then one stalled 10.24 s epoch; epoch 1 compiles (30 s)
     epochs = [30.0, 10.0, 10.0, 10.0, 11.0, 11.0, 11.0, 11.0, 10.24, 11.0, 11.0, 11.0]
@@ -355,7 +354,7 @@ def test_period_noise_compares_each_period_with_the_one_before(tmp_path):
 
 
 def test_anchor_benchmark_reads_the_anchor_as_training_computes_it():
-    import bench_anchor
+    from bench import anchor as bench_anchor
 
     # profile: full 60 ms, gradients 50 ms; now: in-loop full 66 ms (1.1x), selection 33 ms in the loop
     row = dict(profile_full=60.0, profile_grad=50.0, loop_full=66.0, loop_sel=33.0, probe_calls=[55.0, 80.0],

@@ -1,7 +1,7 @@
 """Interrupt a real training run and resume it: does it end where an uninterrupted run ends?
 
-    python scripts/resume_check.py                       # the study protocol, 4 epochs (~10 min)
-    python scripts/resume_check.py --output results/resume_check.md
+    python -m bench.resume_check                       # the study protocol, 4 epochs (~10 min)
+    python -m bench.resume_check --output results/resume_check.md
 
 Three runs of one configuration and seed (by default ElasticTrainer, rho 0.533 paper mode, on the
 embedded dataset with the headline study's MobileNetV2 protocol, a selection every epoch):
@@ -30,11 +30,10 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
+from experiments.study_plans import PROTOCOLS, require_backbone
+from utils import UserError, atomic_write_text, run_cli
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from study_plans import PROTOCOLS, require_backbone  # noqa: E402
-from utils import UserError, atomic_write_text, run_cli  # noqa: E402
 
 
 def run_flags(args: argparse.Namespace, run_name: str) -> List[str]:
@@ -88,7 +87,7 @@ def log_lines(log_path: str, *needles: str) -> List[str]:
 
 
 def run_record(run_dir: str) -> Dict:
-    import plot
+    from experiments import plot
 
     with open(os.path.join(run_dir, "summary.json")) as handle:
         summary = json.load(handle)
@@ -125,7 +124,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model_name", default="mobilenetv2", choices=sorted(PROTOCOLS),
-                        help="a model with a study protocol (scripts/study_plans.py) and its source backbone")
+                        help="a model with a study protocol (experiments/study_plans.py) and its source backbone")
     parser.add_argument("--train_type", default="elastic_training", help="the scheme to interrupt")
     parser.add_argument("--rho", type=float, default=0.533, help="elastic schemes: the time budget")
     parser.add_argument("--rho_mode", default="paper", choices=["exact", "paper"], help="elastic schemes: rho's meaning")

@@ -10,7 +10,7 @@ import math
 import os
 from typing import Dict, List, Sequence
 
-from study_stats import mean_std, plus_minus
+from experiments.study_stats import mean_std, plus_minus
 from utils import UserError, atomic_path
 
 FLOOR, CEILING = "traditional_tl_training", "full_training"
@@ -106,7 +106,7 @@ def plot_depth(rows: List[Dict], gaps: Dict[str, tuple], title: str, path: str) 
 def depth_section(rows: List[Dict], model_name: str, figure_path: str) -> str:
     """The reading in markdown (each config's step ratio, accuracy and gap recovered, then the
     rule's verdict); draws the figure when full training and traditional TL have results."""
-    from study_plans import DEPTH_STAGES, DEPTH_STATIC_TOPS
+    from experiments.study_plans import DEPTH_STAGES, DEPTH_STATIC_TOPS
 
     verdict = depth_verdict(rows, DEPTH_STAGES[model_name], DEPTH_STATIC_TOPS)
     names = {row["config"] for row in rows}

@@ -1,12 +1,12 @@
 """Where an elastic run's wall time goes, against full training, on the offline study protocol.
 
 Trains full training and ElasticTrainer back to back (one subprocess each, the study protocol of
-scripts/study_plans.py: MobileNetV2, 64 px, frozen BatchNorm, the cached source backbone) and
+experiments/study_plans.py: MobileNetV2, 64 px, frozen BatchNorm, the cached source backbone) and
 prints the step-time ratio, the wall-time ratios and the overhead split: probe (importance
 evaluation; the first one also compiles the probe), DP, compiling new selections' steps, and the
 test evaluations (outside the training wall time, inside the process's).
 
-    python scripts/bench_overhead.py [--rho 0.5] [--rho_mode exact] [--epochs 12] [--interval 4]
+    python -m bench.overhead [--rho 0.5] [--rho_mode exact] [--epochs 12] [--interval 4]
 
 Needs the source backbone (bash scripts/make_source_backbone.sh mobilenetv2 64); about 8 minutes
 on 2 cores at the defaults. Run it alone: the ratios are only as good as the machine is quiet.
@@ -20,19 +20,17 @@ import shutil
 import sys
 from typing import Dict, List
 
+from experiments import runner, study_plans
+from utils import publish_report, run_cli
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import runner  # noqa: E402
-import study_plans  # noqa: E402
-from utils import publish_report, run_cli  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model_name", default="mobilenetv2", choices=sorted(study_plans.PROTOCOLS),
-                        help="study protocol to run (scripts/study_plans.py)")
+                        help="study protocol to run (experiments/study_plans.py)")
     parser.add_argument("--rho", type=float, default=0.5, help="ElasticTrainer's rho")
     parser.add_argument("--rho_mode", default="exact", choices=study_plans.RHO_MODES, help="rho conversion")
     parser.add_argument("--epochs", type=int, default=12, help="epochs of each run (the study's 12)")
@@ -88,7 +86,7 @@ def report(full: Dict, elastic: Dict, process_seconds: Dict[str, float]) -> str:
 def closed_loop(run_dir: str) -> str:
     """The elastic run's closed loop, from its TensorBoard events: at each re-selection, the
     achieved step time of the period that ended over the target, and the correction it left."""
-    import plot
+    from experiments import plot
 
     run = plot.Run(run_dir)
     if "elastic/correction" not in run.tags:

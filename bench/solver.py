@@ -1,19 +1,16 @@
 """Time the exact DP selector (selection_DP) on seeded, ResNet-like random instances.
 
-Usage: python scripts/bench_solver.py [--repeats 30] [--seed 0]
+Usage: python -m bench.solver [--repeats 30] [--seed 0]
 Prints one row per (N, resolution): median and minimum wall time of one solve.
 """
 from __future__ import annotations
 
 import argparse
-import pathlib
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-import selection_solver_DP as solver  # noqa: E402
+import selection_solver_DP as solver
 
 CASES = [(214, 1000), (500, 1000), (214, 10000), (500, 10000)]  # (tensors, resolution)
 GOAL_MS = {(214, 1000): 5.0}

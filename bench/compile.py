@@ -1,6 +1,6 @@
 """What compiling a new selection's step costs, and whether a TensorFlow setting makes it cheaper.
 
-    python scripts/bench_compile.py [--grappler '{"constant_folding": false}'] [--onednn off]
+    python -m bench.compile [--grappler '{"constant_folding": false}'] [--onednn off]
 
 Builds the study protocol's MobileNetV2 (64 px, batch 32, frozen BatchNorm, random weights) and,
 as train_step.StepCache builds them (one shared forward pass), compiles the importance probe's full
@@ -23,9 +23,9 @@ import os
 import sys
 import time
 
+from utils import positive_int
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from utils import positive_int  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:

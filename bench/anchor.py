@@ -1,7 +1,7 @@
 """Does the live anchor read the machine's speed right? Its estimate of a full step against full
 training's own in-loop steps, in one process, round after round.
 
-    python scripts/bench_anchor.py [--rounds 6] [--steps 150] [--output FILE]
+    python -m bench.anchor [--rounds 6] [--steps 150] [--output FILE]
 
 Builds the study protocol's MobileNetV2 (64 px, batch 32, frozen BatchNorm, the cached source
 backbone when present) with the run's own pieces (train_step.StepCache, the importance probe). Each
@@ -30,11 +30,10 @@ import sys
 import time
 from typing import Dict, List
 
+from experiments import study_plans
+from utils import positive_int, publish_report
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import study_plans  # noqa: E402
-from utils import positive_int, publish_report  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:

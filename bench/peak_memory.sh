@@ -3,7 +3,7 @@
 # 64 px, batch 32, frozen BatchNorm, the cached source backbone), one epoch each, one after
 # another; prints a table from each run's summary (peak_memory_mb: ru_maxrss of the process,
 # TensorFlow's runtime and the in-memory dataset included, as a user's process would hold).
-#   bash scripts/bench_peak_memory.sh [SCHEME ...]      (default: the claims table's schemes)
+#   bash bench/peak_memory.sh [SCHEME ...]      (default: the claims table's schemes)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh >&2
@@ -25,7 +25,7 @@ for scheme in "${SCHEMES[@]}"; do
       echo "profiling for '$scheme' failed (above); skipping it" >&2; continue; }
   fi
   # shellcheck disable=SC2086  # the scheme's extra flags split on purpose
-  $PY main.py $($PY scripts/study_plans.py mobilenetv2) --weights "$BACKBONE" --num_epochs 1 --reference_steps 0 \
+  $PY main.py $($PY -m experiments.study_plans mobilenetv2) --weights "$BACKBONE" --num_epochs 1 --reference_steps 0 \
     --train_type $scheme --logdir "$RUNS" --run_name "$(echo "$scheme" | tr ' ' '_' | tr -d '-')" >/dev/null \
     || echo "'$scheme' failed (above); going on" >&2
 done

@@ -2,7 +2,7 @@
 # Every training scheme on one dataset, same epochs and initial weights; then each scheme's
 # accuracy, wall time and time to reach full training's final accuracy, and a figure of test
 # accuracy and training loss against training time (the paper's Figures 15-16).
-#   bash scripts/bench_schemes.sh [MODEL INPUT BATCH EPOCHS]        (defaults: mobilenetv2 64 32 8)
+#   bash bench/schemes.sh [MODEL INPUT BATCH EPOCHS]        (defaults: mobilenetv2 64 32 8)
 # Environment: DATASET (embedded_shapes), WEIGHTS (the cached source backbone,
 # saved_models/source_<model>_<input>.h5 from scripts/make_source_backbone.sh), LR (0.003, the
 # study's calibrated rate), BN_MODE (frozen), RHO (0.533), RHO_MODE (paper), INTERVAL (2),

@@ -1,6 +1,6 @@
 """Does exact mode keep rho of *today's* full step when the profile is stale?
 
-    python scripts/bench_drift.py --output results/bench_drift.md
+    python -m bench.drift --output results/bench_drift.md
 
 A profile measured in a slow minute predicts every step too slow. This benchmark makes that
 case on purpose: it profiles the study protocol's model afresh (into LOGDIR/profile; the
@@ -26,14 +26,12 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
 
+import profile_tables
+from experiments import plot
+from experiments.study_plans import PROTOCOLS, profiler_arguments, protocol_flags, require_backbone
+from utils import atomic_write_json, publish_report, run_cli
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import plot  # noqa: E402
-import profile_tables  # noqa: E402
-from study import profiler_arguments  # noqa: E402
-from study_plans import PROTOCOLS, protocol_flags, require_backbone  # noqa: E402
-from utils import atomic_write_json, publish_report, run_cli  # noqa: E402
 
 TIME_KEYS = ("T_fp_ms", "T_bp_ms", "T_full_ms", "T_head_ms", "T_path_ms", "T_grad_ms")
 

@@ -2,7 +2,7 @@
 # Does pre-training on embedded_shapes_source help the target task, as ImageNet helps CUB-200?
 # Full training on embedded_shapes from the source-pretrained backbone and from scratch, same
 # schedule and time; prints both curves' table and writes figures/transfer_<model>_<input>.png.
-#   bash scripts/bench_transfer.sh [MODEL INPUT BATCH EPOCHS]   (needs scripts/make_source_backbone.sh's)
+#   bash bench/transfer.sh [MODEL INPUT BATCH EPOCHS]   (needs scripts/make_source_backbone.sh's)
 # From the backbone BatchNorm is frozen (the study's protocol, LR 0.003); from scratch it trains
 # in batch-statistics mode (random weights need it), at LR_SCRATCH (0.01).
 set -euo pipefail

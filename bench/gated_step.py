@@ -1,6 +1,6 @@
 """One train step for every selection, the mask a tensor: does it pay against a compile per selection?
 
-    python scripts/bench_gated_step.py [--steps 30]
+    python -m bench.gated_step [--steps 30]
 
 A prototype, measured and not used by training. Every layer of the study protocol's MobileNetV2
 (64 px, batch 32, frozen BatchNorm, the cached source backbone when present) runs under a
@@ -21,11 +21,10 @@ import os
 import sys
 import time
 
+from experiments import study_plans
+from utils import positive_int
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import study_plans  # noqa: E402
-from utils import positive_int  # noqa: E402
 
 LEARNING_RATE = 1e-3
 

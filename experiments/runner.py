@@ -15,9 +15,9 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from utils import UserError
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from utils import UserError  # noqa: E402
 
 Job = Tuple[str, List[str]]  # (run name, main.py flags; they include --logdir and --run_name)
 

@@ -1,6 +1,6 @@
 """The protocols and run plans of the paper-headline study (scripts/study.py). Pure data.
 
-`python scripts/study_plans.py mobilenetv2` prints the protocol's main.py flags (the demo uses them).
+`python -m experiments.study_plans mobilenetv2` prints the protocol's main.py flags (the demo uses them).
 
 How the proxy was chosen (written down before any ElasticTrainer run of the study; see
 BENCHMARKS.md, "The paper's headline"): the *calibration* plan trains only the baselines (full
@@ -17,8 +17,7 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import UserError  # noqa: E402
+from utils import UserError
 
 PROTOCOLS: Dict[str, Dict] = {
     "mobilenetv2": dict(dataset_name="embedded_shapes", num_classes=64, input_size=64, batch_size=32,
@@ -116,7 +115,7 @@ def claims_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     interrupted study stays balanced)."""
     if PROTOCOLS[model_name]["learning_rate"] is None:
         raise UserError(f"the {model_name} protocol has no learning rate yet: run the calibration "
-                        f"plan and write its choice into scripts/study_plans.py")
+                        f"plan and write its choice into experiments/study_plans.py")
     if model_name in CLAIMS_SUBSETS:
         configs = [Run(scheme, 0, rho=rho, rho_mode=mode) for scheme, rho, mode in CLAIMS_SUBSETS[model_name]]
     else:
@@ -197,9 +196,19 @@ def protocol_model(model_name: str = "mobilenetv2"):
     return model, protocol
 
 
+def profiler_arguments(model_name: str, bn_mode: str, gradient_filter: Optional[Tuple[int, int]] = None) -> List[str]:
+    protocol = PROTOCOLS[model_name]
+    arguments = ["--model_name", model_name, "--input_size", str(protocol["input_size"]),
+                 "--num_classes", str(protocol["num_classes"]), "--batch_size", str(protocol["batch_size"]),
+                 "--bn_mode", bn_mode]
+    if gradient_filter:
+        arguments += ["--gf_radius", str(gradient_filter[0]), "--gf_blocks", str(gradient_filter[1])]
+    return arguments
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in PROTOCOLS:
-        sys.exit(f"usage: python scripts/study_plans.py {{{','.join(PROTOCOLS)}}}")
+        sys.exit(f"usage: python -m experiments.study_plans {{{','.join(PROTOCOLS)}}}")
     try:
         print(" ".join(protocol_flags(sys.argv[1])))
     except UserError as error:

@@ -1,7 +1,7 @@
 """Memory across re-selections: does switching the trained tensors many times grow the process?
 
-    python scripts/bench_reselection_memory.py --model_name mobilenetv2 --input_size 64
-    python scripts/bench_reselection_memory.py --reselections 100 --cycle 12 --plot figures/reselection_memory.png
+    python -m bench.reselection_memory --model_name mobilenetv2 --input_size 64
+    python -m bench.reselection_memory --reselections 100 --cycle 12 --plot figures/reselection_memory.png
 
 Each re-selection picks a new random set of tensors (as ElasticTrainer's selections differ),
 fetches its compiled step from train_step.StepCache and trains two steps; the resident set size
@@ -13,13 +13,13 @@ A benchmark: it prints, it asserts nothing.
 """
 from __future__ import annotations
 
+import tf_environment  # noqa: F401  (first: TensorFlow's environment before TensorFlow loads)
 import argparse
 import gc
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import atomic_path, prepare_tensorflow_environment, run_cli  # noqa: E402
+from utils import atomic_path, run_cli
 
 
 def rss_mb() -> float:
@@ -43,7 +43,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.reselections < 10:
         parser.error("--reselections must be at least 10 (memory is compared with the 10th)")
-    prepare_tensorflow_environment()
     import numpy as np
 
     import models

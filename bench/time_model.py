@@ -2,7 +2,7 @@
 BENCHMARKS.md's table (the registry models in both BatchNorm modes, two Keras applications
 outside the registry with dense and branching connectivity, VGG16 and ViT), one after another.
 
-    python scripts/bench_time_model.py [--validate 10] [--only mobilenetv2] --output results/bench_time_model.md
+    python -m bench.time_model [--validate 10] [--only mobilenetv2] --output results/bench_time_model.md
 
 Each row profiles from scratch into a temporary folder (the study's profiles are left alone),
 then times head-only, deepest-layer-only, full and K random selections and compares them with
@@ -21,9 +21,9 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from utils import UserError, atomic_write_text, publish_report, run_cli
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from utils import UserError, atomic_write_text, publish_report, run_cli  # noqa: E402
 
 # (row label, profiler flags): BENCHMARKS.md's table, "--bn_mode MODE" expanded
 MODELS: List[Tuple[str, List[str]]] = [

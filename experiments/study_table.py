@@ -12,7 +12,7 @@ import re
 import statistics
 from typing import Callable, Dict, List, Optional, Sequence
 
-from study_stats import mean_std, plus_minus
+from experiments.study_stats import mean_std, plus_minus
 from utils import UserError, atomic_path, atomic_write_text, overhead_share
 
 # The paper's figures (ResNet50, CUB-200, ImageNet weights, Jetson TX2; DESIGN.md §7.2), by the

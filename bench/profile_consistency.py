@@ -1,7 +1,7 @@
 """How steady are fresh profiles? Each one's full step and gradient pass against the same two
 timed in pairs right after, in the profiling process.
 
-    python scripts/bench_profile_consistency.py [--profiles 6] [--pairs 20] [--output FILE]
+    python -m bench.profile_consistency [--profiles 6] [--pairs 20] [--output FILE]
 
 Each profile is made in a process of its own, as a user makes one (`profiler.profile_model` on
 the study protocol's MobileNetV2: 64 px, batch 32, frozen BatchNorm, the cached source backbone
@@ -25,11 +25,10 @@ import subprocess
 import sys
 from typing import Dict, List
 
+from experiments import study_plans
+from utils import UserError, positive_int, publish_report
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import study_plans  # noqa: E402
-from utils import UserError, positive_int, publish_report  # noqa: E402
 
 MARK = "PROFILE_RESULT "  # the child's result line
 

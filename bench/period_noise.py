@@ -1,6 +1,6 @@
 """How steady is this machine from one period to the next? Read from finished runs, no training.
 
-    python scripts/bench_period_noise.py [results/study ...] [--epochs_per_period 4] [--output FILE]
+    python -m bench.period_noise [results/study ...] [--epochs_per_period 4] [--output FILE]
 
 A run with a fixed selection (full training, the baselines, block ranges: every scheme but the
 elastic ones) does the same work every epoch, so the ratio of one period's mean epoch time to
@@ -23,9 +23,9 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from utils import positive_int, publish_report
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from utils import positive_int, publish_report  # noqa: E402
 
 STALL_SECONDS = (5.12, 10.24, 20.48, 40.96, 81.92)
 

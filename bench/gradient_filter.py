@@ -1,6 +1,6 @@
 """How much gradient filtering cuts the backward pass of the blocks it filters.
 
-    python scripts/bench_gradient_filter.py --model_name mobilenetv2 --input_size 64 --batch_size 32
+    python -m bench.gradient_filter --model_name mobilenetv2 --input_size 64 --batch_size 32
 
 For each radius r and block count N, two copies of the model with the same weights, one with
 the output gradients of its last N blocks' convolutions filtered over r x r patches, train the
@@ -12,12 +12,11 @@ it prints, it asserts nothing.
 """
 from __future__ import annotations
 
+import tf_environment  # noqa: F401  (first: TensorFlow's environment before TensorFlow loads)
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import UserError, positive_int, prepare_tensorflow_environment, run_cli  # noqa: E402
+from utils import UserError, positive_int, run_cli
 
 
 def main(argv=None) -> int:
@@ -37,7 +36,6 @@ def main(argv=None) -> int:
                         help="instead: the backward pass (input and weight gradients) of single convolutions "
                              "of typical shapes, plain against filtered at r 2 and 4")
     args = parser.parse_args(argv)
-    prepare_tensorflow_environment()
     import tensorflow as tf
 
     if args.single_convs:

@@ -1,6 +1,6 @@
 """Achieved step-time ratio of ElasticTrainer's selections against full training.
 
-    python scripts/bench_step_ratio.py --model_name mobilenetv2 --input_size 96 --batch_size 32
+    python -m bench.step_ratio --model_name mobilenetv2 --input_size 96 --batch_size 32
 
 For each rho, the selection ElasticTrainer makes (importance from a real probe batch, budget
 from the profile, rho * T_full - T_fp) is timed against the full training step in one process,
@@ -14,13 +14,13 @@ step times (as --recalibrate does), so the target is rho times the full step as 
 """
 from __future__ import annotations
 
+import tf_environment  # noqa: F401  (first: TensorFlow's environment before TensorFlow loads)
 import argparse
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from utils import UserError, prepare_tensorflow_environment, run_cli  # noqa: E402
+from utils import UserError, run_cli
 
 
 def main(argv=None) -> int:
@@ -37,7 +37,6 @@ def main(argv=None) -> int:
     parser.add_argument("--period_steps", type=int, default=12, help="steps per correction period")
     parser.add_argument("--rounds", type=int, default=20, help="timed steps per selection")
     args = parser.parse_args(argv)
-    prepare_tensorflow_environment()
     import numpy as np
 
     import data

@@ -1,0 +1,337 @@
+"""Figures from training runs: curves from TensorBoard events, bars from run summaries, and the
+selection heat map of an elastic run.
+
+    python scripts/plot.py curves logs/demo/T/full_training logs/demo/T/elastic --output figures/c.png
+    python scripts/plot.py curves RUN... --tag test/accuracy --tag train/classification_loss --x step
+    python scripts/plot.py bars logs/figures/17ac/* --output figures/bars.png
+    python scripts/plot.py bars results/study/mobilenetv2_64/claims       (a folder of summaries)
+    python scripts/plot.py heatmap logs/demo/T/elastic --output figures/selection.png
+
+curves: any scalar tag of the runs' events against training wall time (validation excluded, the
+paper's x axis), step or epoch; several runs per plot, one panel per tag; prints each run's best
+accuracy, time and time to reach the first run's final accuracy. bars: wall time and best
+accuracy of each run (runs that differ only in their `_s<seed>` suffix are averaged, with the
+standard deviation as error bar). heatmap: which tensors each selection trained, over training
+progress (the paper's figure of selections over epochs). Every figure is written as PNG and PDF.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import logging
+import os
+import statistics
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from experiments.study_table import config_name  # (runs that differ only in seed share it)
+from utils import UserError, atomic_path, run_cli
+
+TIME_TAG = "time/train_seconds"  # logged at the end of every epoch, validation excluded
+MASK_TAG = "elastic/selection_masks"
+X_AXES = ("time", "step", "epoch")
+Series = List[Tuple[int, float]]  # (step, value)
+
+
+class Run:
+    """The scalar series of one run's TensorBoard events, read with tensorboard's own reader."""
+
+    def __init__(self, run_dir: str, label: Optional[str] = None):
+        from tensorboard.backend.event_processing import event_accumulator
+
+        if not os.path.isdir(run_dir):
+            raise UserError(f"no run at {run_dir}; {runs_beside(run_dir)}")
+        self.run_dir = run_dir
+        self.label = label or os.path.basename(os.path.normpath(run_dir))
+        self._events = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0})
+        self._events.Reload()
+        tensors = self._events.Tags()["tensors"]
+        if not tensors:
+            raise UserError(f"{run_dir} has no TensorBoard events (not a main.py run's folder?); "
+                            f"{runs_beside(run_dir)}")
+        self.tags = sorted(tag for tag in tensors
+                           if self._events.SummaryMetadata(tag).plugin_data.plugin_name == "scalars")
+        self._all_tags = set(tensors)
+
+    def series(self, tag: str) -> Series:
+        """(step, value) of a scalar tag, or UserError naming the tags the run has."""
+        import tensorflow as tf
+
+        if tag not in self.tags:
+            kind = "scalar tag" if tag not in self._all_tags else "scalar tag (it is an image)"
+            raise UserError(f"run {self.run_dir} has no {kind} {tag!r}; its scalar tags: {', '.join(self.tags)}")
+        return [(event.step, float(tf.make_ndarray(event.tensor_proto))) for event in self._events.Tensors(tag)]
+
+    def steps_per_epoch(self) -> int:
+        """Steps of one epoch: the step at which the first epoch's time was logged."""
+        return max(1, self.series(TIME_TAG)[0][0])
+
+    def seconds_at(self, steps: Sequence[int]) -> List[float]:
+        """Training seconds at each step, interpolated between the epoch ends (0 s at step 0)."""
+        import numpy as np
+
+        known = [(0, 0.0)] + self.series(TIME_TAG)
+        return list(np.interp(steps, [s for s, _ in known], [v for _, v in known]))
+
+    def masks(self) -> List[Tuple[int, List[int]]]:
+        """(step, mask) of every selection, from the mask image each selection logs (its last row
+        is the newest selection; dark = trained)."""
+        import numpy as np
+        import tensorflow as tf
+
+        if MASK_TAG not in self._all_tags:
+            raise UserError(f"run {self.run_dir} has no selection masks ({MASK_TAG}): only elastic "
+                            f"schemes log them")
+        selections = []
+        for event in self._events.Tensors(MASK_TAG):
+            encoded = tf.make_ndarray(event.tensor_proto)[2]  # [width, height, png]
+            image = tf.io.decode_png(encoded).numpy()[..., 0]
+            selections.append((event.step, [int(v) for v in (image[-1] < 128).astype(np.int32)]))
+        return selections
+
+
+def runs_beside(path: str) -> str:
+    """What runs exist in the folder `path` names a run of (for error messages)."""
+    parent = os.path.dirname(os.path.normpath(path)) or "."
+    if not os.path.isdir(parent):
+        return f"{parent} does not exist either"
+    runs = sorted(name for name in os.listdir(parent) if os.path.isdir(os.path.join(parent, name))
+                  and any(f.startswith("events.out.tfevents") or f == "summary.json"
+                          for f in os.listdir(os.path.join(parent, name))))
+    return f"runs in {parent}: {', '.join(runs)}" if runs else f"{parent} holds no runs"
+
+
+def x_values(run: Run, steps: Sequence[int], axis: str) -> List[float]:
+    if axis == "step":
+        return [float(s) for s in steps]
+    if axis == "epoch":
+        return [s / run.steps_per_epoch() for s in steps]
+    return run.seconds_at(steps)
+
+
+def time_unit(max_seconds: float) -> Tuple[str, float]:
+    """Hours for runs of hours (the paper's unit), minutes below."""
+    return ("h", 3600.0) if max_seconds >= 2 * 3600 else ("min", 60.0)
+
+
+def time_to_reach(run: Run, accuracy: float) -> Optional[float]:
+    """Training seconds at the end of the first epoch whose test accuracy reaches `accuracy`."""
+    seconds = dict(run.series(TIME_TAG))
+    for step, value in run.series("test/accuracy"):
+        if value >= accuracy - 1e-9:
+            return seconds.get(step, run.seconds_at([step])[0])
+    return None
+
+
+def reach_table(runs: Sequence[Run]) -> str:
+    """Best and final accuracy, training time, and time to reach the first run's final accuracy."""
+    reference = runs[0]
+    goal = reference.series("test/accuracy")[-1][1]
+    goal_time = time_to_reach(reference, goal)
+    lines = [f"{'run':<36}{'best acc %':>11}{'final acc %':>12}{'train s':>9}"
+             f"{'s to ' + format(100 * goal, '.1f') + '%':>12}{'speedup':>9}"]
+    for run in runs:
+        accuracy = [v for _, v in run.series("test/accuracy")]
+        reach = time_to_reach(run, goal)
+        speedup = f"{goal_time / reach:.2f}x" if reach and goal_time else "never"
+        lines.append(f"{run.label:<36}{100 * max(accuracy):>11.2f}{100 * accuracy[-1]:>12.2f}"
+                     f"{run.series(TIME_TAG)[-1][1]:>9.1f}{(f'{reach:.1f}' if reach else '-'):>12}{speedup:>9}")
+    return "\n".join(lines)
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save(figure, path: str) -> List[str]:
+    """Write the figure as PNG (or the path's extension) and as PDF beside it, atomically."""
+    root, extension = os.path.splitext(path)
+    paths = [path if extension else root + ".png", root + ".pdf"]
+    for target in dict.fromkeys(paths):
+        with atomic_path(target) as temporary:
+            figure.savefig(temporary, dpi=120, format=os.path.splitext(target)[1][1:])
+    return list(dict.fromkeys(paths))
+
+
+def finish(figure, title: str, output: str) -> List[str]:
+    """Title, layout, write (PNG and PDF), close; the paths written."""
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    paths = save(figure, output)
+    _pyplot().close(figure)
+    return paths
+
+
+def _label(tag: str) -> str:
+    names = {"test/accuracy": "test accuracy (%)", "train/accuracy": "training accuracy (%)",
+             "train/classification_loss": "training loss", "test/classification_loss": "test loss"}
+    return names.get(tag, tag)
+
+
+def plot_curves(runs: Sequence[Run], tags: Sequence[str], axis: str, title: str, output: str) -> List[str]:
+    plt = _pyplot()
+    data = {(run.label, tag): run.series(tag) for run in runs for tag in tags}  # errors before drawing
+    unit, scale = time_unit(max(run.series(TIME_TAG)[-1][1] for run in runs)) if axis == "time" else ("", 1.0)
+    figure, panels = plt.subplots(1, len(tags), figsize=(5 * len(tags), 3.8), squeeze=False)
+    for panel, tag in zip(panels[0], tags):
+        percent = 100.0 if tag.endswith("accuracy") else 1.0
+        for run in runs:
+            steps, values = zip(*data[(run.label, tag)])
+            xs = [x / scale for x in x_values(run, steps, axis)]
+            panel.plot(xs, [percent * v for v in values], marker="o" if len(xs) < 40 else None,
+                       markersize=3, label=run.label)
+        xlabel = {"time": f"training wall time ({unit}, validation excluded)", "step": "training step",
+                  "epoch": "epoch"}[axis]
+        panel.set(xlabel=xlabel, ylabel=_label(tag))
+        panel.grid(alpha=0.3)
+    panels[0][0].legend(fontsize=8)
+    return finish(figure, title, output)
+
+
+def load_summaries(inputs: Sequence[str]) -> List[Dict]:
+    """Run summaries from run folders (their summary.json), summary files, or folders of them."""
+    summaries = []
+    for item in inputs:
+        if os.path.isfile(os.path.join(item, "summary.json")):
+            paths = [os.path.join(item, "summary.json")]
+        elif os.path.isdir(item):
+            paths = sorted(glob.glob(os.path.join(item, "*.json")))
+            if not paths:
+                raise UserError(f"{item} has neither a summary.json (a finished run) nor summary files")
+        elif os.path.isfile(item):
+            paths = [item]
+        else:
+            raise UserError(f"no run or summary at {item}; {runs_beside(item)}")
+        for path in paths:
+            try:
+                with open(path) as handle:
+                    summary = json.load(handle)
+            except (OSError, ValueError) as error:
+                raise UserError(f"cannot read the run summary {path}: {error}") from None
+            if not isinstance(summary, dict) or "best_test_accuracy" not in summary:
+                raise UserError(f"{path} is not a run summary (no best_test_accuracy)")
+            summary.setdefault("run_name", os.path.basename(os.path.dirname(path)))
+            summaries.append(summary)
+    return summaries
+
+
+def bar_rows(summaries: Sequence[Dict]) -> List[Dict]:
+    """One row per config in input order: mean and std over seeds of wall time and best accuracy."""
+    groups: Dict[str, List[Dict]] = {}
+    for summary in summaries:
+        groups.setdefault(config_name(summary["run_name"]), []).append(summary)
+
+    def mean_std(values):
+        return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+    return [{"config": name, "runs": len(runs),
+             "seconds": mean_std([run["train_seconds"] for run in runs]),
+             "accuracy": mean_std([100 * run["best_test_accuracy"] for run in runs])}
+            for name, runs in groups.items()]
+
+
+def plot_bars(rows: Sequence[Dict], title: str, output: str) -> List[str]:
+    plt = _pyplot()
+    unit, scale = time_unit(max(row["seconds"][0] for row in rows))
+    figure, (time_panel, accuracy_panel) = plt.subplots(1, 2, figsize=(max(8, 1.1 * len(rows) + 4), 4.2))
+    names = [row["config"] for row in rows]
+    positions = range(len(rows))
+    colors = [plt.get_cmap("tab10")(index % 10) for index in positions]
+    time_panel.bar(positions, [row["seconds"][0] / scale for row in rows],
+                   yerr=[row["seconds"][1] / scale for row in rows], color=colors, capsize=3)
+    accuracy_panel.bar(positions, [row["accuracy"][0] for row in rows],
+                       yerr=[row["accuracy"][1] for row in rows], color=colors, capsize=3)
+    for panel, key, digits, divisor in ((time_panel, "seconds", 2, scale), (accuracy_panel, "accuracy", 1, 1.0)):
+        for position, row in zip(positions, rows):
+            panel.annotate(f"{row[key][0] / divisor:.{digits}f}", (position, row[key][0] / divisor),
+                           textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7)
+    time_panel.set(ylabel=f"training wall time ({unit})")
+    accuracy_panel.set(ylabel="best test accuracy (%)")
+    for panel in (time_panel, accuracy_panel):
+        panel.set_xticks(list(positions))
+        panel.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
+        panel.grid(axis="y", alpha=0.3)
+    if any(row["runs"] > 1 for row in rows):
+        accuracy_panel.set_title("mean ± std over seeds", fontsize=9)
+    return finish(figure, title, output)
+
+
+def plot_heatmap(run: Run, title: str, output: str) -> List[str]:
+    """Tensor index (input at the bottom) against training progress in epochs; dark = trained."""
+    import numpy as np
+
+    plt = _pyplot()
+    selections = run.masks()
+    steps_per_epoch = run.steps_per_epoch()
+    end_step = max(run.series(TIME_TAG)[-1][0], selections[-1][0] + 1)
+    starts = [step for step, _ in selections] + [end_step]
+    grid = np.array([mask for _, mask in selections], dtype=float).T  # (tensors, selections)
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    edges = [step / steps_per_epoch for step in starts]
+    axis.pcolormesh(edges, np.arange(grid.shape[0] + 1), grid, cmap="Greys", vmin=0, vmax=1.25)
+    trained = grid.sum(axis=0)
+    axis.set(xlabel="training progress (epochs)", ylabel="tensor index (input → classifier)",
+             title=title or f"{run.label}: tensors trained by each selection (dark)")
+    axis.text(0.01, 0.01, f"{len(selections)} selections; {int(trained.min())}-{int(trained.max())} of "
+              f"{grid.shape[0]} tensors trained", transform=axis.transAxes, fontsize=8,
+              bbox=dict(facecolor="white", alpha=0.8, linewidth=0))
+    return finish(figure, "", output)
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    curves = commands.add_parser("curves", help="scalar tags of runs against time, step or epoch",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    curves.add_argument("runs", nargs="+", help="run log folders (<logdir>/<run_name>); the first is the "
+                                                "reference of the printed 'time to reach' table")
+    curves.add_argument("--tag", action="append", default=None,
+                        help="scalar tag to plot, one panel each, repeatable (default: test/accuracy and "
+                             "train/classification_loss)")
+    curves.add_argument("--x", choices=X_AXES, default="time",
+                        help="x axis: training wall time (validation excluded), step or epoch")
+    curves.add_argument("--labels", nargs="+", default=None, help="legend labels, one per run")
+    bars = commands.add_parser("bars", help="wall time and best accuracy of runs, mean ± std over seeds",
+                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    bars.add_argument("runs", nargs="+", help="run folders with a summary.json, summary .json files, "
+                                              "or folders of them (e.g. results/study/...)")
+    heatmap = commands.add_parser("heatmap", help="tensors trained by each selection of an elastic run",
+                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    heatmap.add_argument("run", help="an elastic run's log folder")
+    for command in (curves, bars, heatmap):
+        command.add_argument("--output", required=True, help="figure path (.png; a .pdf is written beside it)")
+        command.add_argument("--title", default="", help="figure title")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    logging.getLogger("tensorboard").setLevel(logging.ERROR)  # "No path found after ..." chatter
+    if args.command == "curves":
+        if args.labels and len(args.labels) != len(args.runs):
+            raise UserError(f"--labels gives {len(args.labels)} labels for {len(args.runs)} runs")
+        runs = [Run(path, label) for path, label in zip(args.runs, args.labels or [None] * len(args.runs))]
+        paths = plot_curves(runs, args.tag or ["test/accuracy", "train/classification_loss"], args.x,
+                            args.title, args.output)
+        if all("test/accuracy" in run.tags for run in runs):
+            print(reach_table(runs))
+    elif args.command == "bars":
+        rows = bar_rows(load_summaries(args.runs))
+        paths = plot_bars(rows, args.title, args.output)
+        for row in rows:
+            print(f"{row['config']:<40} {row['runs']} run(s)  {row['seconds'][0]:8.1f} s  "
+                  f"{row['accuracy'][0]:6.2f} ± {row['accuracy'][1]:.2f} %")
+    else:
+        paths = plot_heatmap(Run(args.run), args.title, args.output)
+    print("wrote " + " and ".join(paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
