@@ -1,7 +1,7 @@
 """Pure functions of the profiler: op-stats table + step structure -> per-tensor timing table.
 
 No TensorFlow here: `profiler.py` measures and extracts the structure of the training step's
-graph; this module turns that into `t_dw` / `t_dy` per tensor (DESIGN.md §3) and reads and
+graph; this module turns that into `t_dw` / `t_dy` per tensor (docs/design.md §1) and reads and
 writes the profile files (§4).
 
 The structure says, for every backward or optimizer-update op of the training step, which
@@ -200,7 +200,7 @@ def fit_time_model(head: Tuple[float, float], path: Tuple[float, float], full: T
 def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float, full_ms: float,
                  path_ms: Optional[float] = None, meta: Mapping,
                  more: Sequence[Tuple[Sequence[int], float]] = ()) -> Dict:
-    """The profile dict of DESIGN.md §4 from op stats, step structure and measured steps.
+    """The profile dict of docs/design.md §3 from op stats, step structure and measured steps.
 
     Op times overlap (TensorFlow runs independent ops on several threads) and carry profiler
     overhead, and a training step's forward pass costs more than a bare forward pass (it keeps

@@ -207,7 +207,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         seed: seed of the random batch.
 
     Returns:
-        The timing table of DESIGN.md §4 (tensors in model.trainable_weights order).
+        The timing table of docs/design.md §3 (tensors in model.trainable_weights order).
     """
     if not model.trainable_weights:
         raise UserError("the model has no trainable tensors: there is nothing to profile")

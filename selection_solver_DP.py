@@ -1,7 +1,7 @@
 """Exact tensor selector: maximise total importance under a backward-time budget.
 
 Pure Python/NumPy (no TensorFlow). Arrays are in *backward* order (index 0 = the tensor nearest
-the loss) unless a function says otherwise. With d the deepest selected index (DESIGN.md §3):
+the loss) unless a function says otherwise. With d the deepest selected index (docs/design.md §1):
 
     T_bp(M) = sum_k M[k] * t_dw[k] + sum_{j<d} t_dy[j]        (T_bp(empty) = 0)
 
@@ -410,7 +410,7 @@ def select_for_rho(profile: Mapping, importance: ArrayLike, rho: float,
     """Select tensors for a training loop: forward-order importance in, forward-order mask out.
 
     Args:
-        profile: timing table as in DESIGN.md §4 (T_fp_ms, T_full_ms, tensors in forward order).
+        profile: timing table as in docs/design.md §3 (T_fp_ms, T_full_ms, tensors in forward order).
         importance: one value per tensor, forward (model.trainable_weights) order.
         rho: wanted step time as a fraction of T_full, in (0, 1].
         resolution: quantisation units for the total backward time.

@@ -17,7 +17,7 @@ class StepTimeController:
     """Turns rho into a backward budget and keeps the achieved step time on target.
 
     exact mode: the profile predicts a step as T_fp + T_bp(M) and the target is rho * T_full
-    (DESIGN.md §3). After each selection has run, the ratio of achieved to predicted step time
+    (docs/design.md §1). After each selection has run, the ratio of achieved to predicted step time
     (a running average) corrects the next budget, so throttling, other load or a stale profile
     do not let steps drift off target. That alone would hold steps at rho times the *profiled*
     full step; `set_drift` (how much slower the machine runs now than when profiled, from the
