@@ -213,3 +213,63 @@ def test_time_estimate_follows_the_profile():
     assert seconds["bn_plus_bias_training"] == pytest.approx(2 * 10 * 22.0 / 1000 + evaluation)
     backward = (0.533 - 1 / 3) * 1.5 * 30.0  # the original's share of the backward pass
     assert seconds["elastic_training"] == pytest.approx(2 * 10 * (10.0 + backward) / 1000 + evaluation)
+
+
+# ------------------------------------------------------- commands quoted in the documents
+
+DOCUMENTS = ["README.md", "BENCHMARKS.md", "figures/README.md", "bench/README.md",
+             *sorted(glob.glob(os.path.join("results", "**", "*.md"), root_dir=ROOT, recursive=True))]
+COMMAND = re.compile(r"(?:(?<=[\s`(])|^)(?:\.venv/bin/)?(python3?|bash) (-m [\w.]+|[\w./-]+\.(?:py|sh))((?: +[^\s`|;)]+)*)",
+                     re.M)
+
+
+def quoted_commands():
+    """(document, interpreter, script path, flags) of every `python ...` / `bash ...` command."""
+    found = []
+    for document in DOCUMENTS:
+        text = open(os.path.join(ROOT, document)).read().replace("\\\n", " ")
+        for interpreter, target, rest in COMMAND.findall(text):
+            if target.endswith("."):  # `python -m bench.<name>`: a pattern, not a command
+                continue
+            path = target[3:].replace(".", "/") + ".py" if target.startswith("-m ") else target
+            flags = sorted({token.split("=")[0] for token in rest.split() if re.match(r"--[a-z]", token)})
+            found.append((document, interpreter, path, flags))
+    return found
+
+
+def accepted_flags(path: str) -> str:
+    """The source that defines a script's flags: the script, and the module whose main it runs."""
+    text = open(os.path.join(ROOT, path)).read()
+    for module in re.findall(r"^from (experiments\.\w+) import main$", text, re.M):
+        text += open(os.path.join(ROOT, module.replace(".", "/") + ".py")).read()
+    return text
+
+
+def test_every_command_the_documents_quote_names_a_script_that_exists_and_takes_its_flags():
+    commands = quoted_commands()
+    assert len({c[2] for c in commands}) > 10 and any(c[2] == "main.py" for c in commands)
+    problems = []
+    for document, interpreter, path, flags in commands:
+        if not glob.glob(os.path.join(ROOT, path.replace("figureN", "figure*"))):
+            problems.append(f"{document}: {interpreter} {path}: no such file")
+            continue
+        if interpreter == "bash":
+            continue
+        if "figureN" in path:
+            continue
+        source = accepted_flags(path)
+        problems += [f"{document}: {path} does not define {flag}" for flag in flags
+                     if f'"{flag}"' not in source and flag != "--help"]
+    assert problems == []
+
+
+def test_the_readmes_own_model_commands_parse_with_the_real_parsers():
+    """main.py's and profiler.py's own parsers accept the README's "own model" commands."""
+    import main
+    import profiler
+
+    README = open(os.path.join(ROOT, "README.md")).read().splitlines()[:40]
+    lines = [line.strip() for line in README if line.strip().startswith(("python main.py", "python profiler.py"))]
+    assert len(lines) == 2
+    assert main.parse_args(lines[1].split()[2:]).train_type == "elastic_training"
+    assert profiler.parse_args(lines[0].split()[2:]).model_name == "resnet50"
