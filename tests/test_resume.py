@@ -138,7 +138,7 @@ def test_a_resumed_run_restores_weights_optimizer_and_scheme_exactly(tmp_path):
 
 
 def test_study_and_figure_runners_resume_an_interrupted_run(tmp_path, monkeypatch):
-    import runner
+    from experiments import runner
 
     commands = []
 
