@@ -30,9 +30,9 @@ KEEP = 2  # checkpoints kept per run while it trains (the newest, and one to fal
 ESSENTIAL_FLAGS = ("model_name", "dataset_name", "train_type", "input_size", "batch_size", "num_classes",
                    "optimizer", "learning_rate", "weight_decay", "num_epochs", "interval", "rho", "rho_mode",
                    "bn_mode", "seed", "weights", "probe_batches", "recalibrate", "data_dir", "gf_radius",
-                   "gf_blocks", "block_range")
+                   "gf_blocks", "block_range", "val_fraction")
 # Flags added after runs were first saved: a saved config without them had their default.
-LATER_FLAGS = {"gf_radius": 0, "gf_blocks": 0, "block_range": ""}
+LATER_FLAGS = {"gf_radius": 0, "gf_blocks": 0, "block_range": "", "val_fraction": 0.0}
 
 
 def config_differences(saved: Mapping, current: Mapping) -> List[str]:

@@ -43,6 +43,7 @@ class TrainConfig:
     gf_radius: int = 0  # gradient filter patch size (0: off)
     gf_blocks: int = 0  # blocks filtered (0 when off)
     block_range: str = ""  # block_range_training's "FIRST:STOP" ("" for other schemes)
+    val_fraction: float = 0.0  # share of the training split held out for validation (0: none)
 
     @property
     def gradient_filter(self) -> Tuple[int, int]:

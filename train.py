@@ -30,8 +30,9 @@ class TrainingDiverged(UserError):
     """The loss became NaN or infinite."""
 
 
-def make_evaluator(model: tf.keras.Model) -> Callable[[tf.data.Dataset], Dict[str, float]]:
-    """Test loss and accuracy over a dataset (inference mode)."""
+def make_evaluator(model: tf.keras.Model) -> Callable[..., Dict[str, float]]:
+    """Loss and accuracy over a dataset (inference mode), as `<prefix>/classification_loss` and
+    `<prefix>/accuracy` (prefix "test" unless given)."""
 
     @tf.function(reduce_retracing=True)
     def batch_sums(images, labels):
@@ -40,11 +41,11 @@ def make_evaluator(model: tf.keras.Model) -> Callable[[tf.data.Dataset], Dict[st
         correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1), labels), tf.float32)
         return tf.reduce_sum(losses), tf.reduce_sum(correct), tf.cast(tf.size(labels), tf.float32)
 
-    def evaluate(dataset: tf.data.Dataset) -> Dict[str, float]:
+    def evaluate(dataset: tf.data.Dataset, prefix: str = "test") -> Dict[str, float]:
         totals = np.zeros(3)
         for images, labels in dataset:
             totals += [float(v) for v in batch_sums(images, labels)]
-        return {"test/classification_loss": totals[0] / totals[2], "test/accuracy": totals[1] / totals[2]}
+        return {f"{prefix}/classification_loss": totals[0] / totals[2], f"{prefix}/accuracy": totals[1] / totals[2]}
 
     return evaluate
 
@@ -111,7 +112,8 @@ class LoopState:
     train_seconds: float = 0.0  # without validation and checkpointing
     evaluation_seconds: float = 0.0
     checkpoint_seconds: float = 0.0
-    best_accuracy: float = 0.0
+    best_accuracy: float = 0.0  # best test accuracy (the original's "best")
+    best_selected: float = -1.0  # best of the model-selection metric (validation when there is one)
     selection_seconds: List[float] = dataclasses.field(default_factory=list)
     step_ms: List[float] = dataclasses.field(default_factory=list)  # steady steps of finished epochs
     first_call_ms: List[float] = dataclasses.field(default_factory=list)  # compiling calls
@@ -124,7 +126,8 @@ class LoopState:
 
 def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.data.Dataset,
           steps_per_epoch: int, outputs: RunOutputs, profile: Optional[Dict] = None,
-          resume: bool = False, resume_command: str = "") -> Dict:
+          resume: bool = False, resume_command: str = "",
+          val_data: Optional[tf.data.Dataset] = None) -> Dict:
     """Train `model` with the scheme `config.train_type`; return the run's summary.
 
     Wall time (`train_seconds`) counts everything a user waits for except validation and
@@ -133,7 +136,9 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     `checkpoint_every` steps) and, with save_model, the best weights. `train_data` is a
     data.Epochs (reproducible order per epoch) or a tf.data.Dataset iterated every epoch. With
     `resume`, training continues from the run's latest checkpoint; SIGINT or SIGTERM stops it
-    after the current step with a checkpoint, and the error names `resume_command`.
+    after the current step with a checkpoint, and the error names `resume_command`. With
+    `val_data` every epoch is also evaluated on it, and model selection (the saved best weights,
+    the summary's epoch) uses validation accuracy instead of test accuracy.
     """
     setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
                            steps_per_epoch * config.num_epochs)
@@ -233,14 +238,20 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
             state.step_ms += totals["step_ms"]
             evaluation_start = time.perf_counter()
             metrics = evaluate(test_data)
+            if val_data is not None:
+                metrics.update(evaluate(val_data, "validation"))
             state.evaluation_seconds += time.perf_counter() - evaluation_start
             state.best_accuracy = max(state.best_accuracy, metrics["test/accuracy"])
-            if config.save_model and metrics["test/accuracy"] >= state.best_accuracy:
-                outputs.save_best(model)
+            selected = metrics["validation/accuracy" if val_data is not None else "test/accuracy"]
+            if selected > state.best_selected:  # the first epoch of the best, as summarize() picks
+                state.best_selected = selected
+                if config.save_model:
+                    outputs.save_best(model)
             outputs.checkpoint(model)
             seen = max(totals["seen"], 1)
             state.history.append({"epoch": epoch + 1, "train_seconds": state.train_seconds,
-                                  "test_accuracy": metrics["test/accuracy"], "train_loss": totals["loss_sum"] / seen})
+                                  "test_accuracy": metrics["test/accuracy"], "train_loss": totals["loss_sum"] / seen,
+                                  **({"val_accuracy": metrics["validation/accuracy"]} if val_data is not None else {})})
             outputs.scalars(state.step, {
                 "train/accuracy": totals["correct"] / seen, "train/classification_loss": totals["loss_sum"] / seen,
                 "train/learning_rate": float(setup.learning_rate(state.step)),
@@ -252,9 +263,11 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
                                                       state.selection_seconds, state.train_seconds),
                 "time/evaluation_seconds": state.evaluation_seconds,
                 "time/train_seconds": state.train_seconds, **metrics})
-            logging.info("epoch %d/%d: test accuracy %.2f%% (best %.2f%%), %.1f s of training",
-                         epoch + 1, config.num_epochs, 100 * metrics["test/accuracy"], 100 * state.best_accuracy,
-                         state.train_seconds)
+            validation = (f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%, "
+                          if val_data is not None else "")
+            logging.info("epoch %d/%d: %stest accuracy %.2f%% (best %.2f%%), %.1f s of training",
+                         epoch + 1, config.num_epochs, validation, 100 * metrics["test/accuracy"],
+                         100 * state.best_accuracy, state.train_seconds)
             state.epoch, state.position, state.epoch_totals = epoch + 1, 0, {}
             save_checkpoint()
             if stop.signal_number and state.epoch < config.num_epochs:
@@ -332,4 +345,15 @@ def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: float
             "compile_share": compile_s / train_seconds if train_seconds else 0.0,
             "overhead_share": overhead_share(compile_s, selection_seconds, train_seconds),
             "evaluation_seconds": evaluation_seconds,
-            **reference, "history": list(history)}
+            **selected_epoch(history), **reference, "history": list(history)}
+
+
+def selected_epoch(history: Sequence[Dict]) -> Dict:
+    """Model selection on the validation split: the first epoch of best validation accuracy, its
+    validation and test accuracy (all None when the run had no validation split)."""
+    validated = [entry for entry in history if "val_accuracy" in entry]
+    if not validated:
+        return {"best_val_epoch": None, "best_val_accuracy": None, "test_accuracy_at_best_val": None}
+    best = max(validated, key=lambda entry: entry["val_accuracy"])  # max keeps the first of ties
+    return {"best_val_epoch": best["epoch"], "best_val_accuracy": best["val_accuracy"],
+            "test_accuracy_at_best_val": best["test_accuracy"]}

@@ -1,4 +1,4 @@
-"""Dataset registry: the paper's TFDS datasets, the embedded offline dataset, image folders.
+"""Dataset registry: the paper's TFDS datasets, the embedded offline datasets, image folders.
 
 `load(...)` returns a batched `tf.data.Dataset` of (float32 images in 0..255 resized to
 input_size, int labels); the model does its own preprocessing and augmentation. Training
@@ -7,6 +7,7 @@ pipelines reshuffle every epoch (the original code never shuffled).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import socket
 from typing import Callable, Dict, List, Optional, Tuple
@@ -14,7 +15,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from data import embedded_shapes  # noqa: F401  (registers the embedded_shapes TFDS builder)
+from data import embedded_parts, embedded_shapes  # noqa: F401  (register the embedded TFDS builders)
 from utils import UserError
 
 # Decoded images of a split are cached in memory when they take less than this.
@@ -54,10 +55,20 @@ DATASETS: Dict[str, DatasetSpec] = {
                                    "embedded offline fine-grained task, 64 classes (generated)"),
     "embedded_shapes_source": DatasetSpec("embedded_shapes/source", (),
                                           "embedded offline pre-training task, 100 classes"),
+    "embedded_parts": DatasetSpec("embedded_parts/target", (),
+                                  "embedded offline label-space task: 64 species, new arrangements of the "
+                                  "source's parts, colours and textures (generated)"),
+    "embedded_parts_source": DatasetSpec("embedded_parts/source", (),
+                                         "embedded_parts' pre-training task, 144 classes"),
+    **{f"embedded_parts_seed{seed}": DatasetSpec(f"embedded_parts/{embedded_parts.target_config_name(seed)}", (),
+                                                 f"embedded_parts drawn with task seed {seed}")
+       for seed in embedded_parts.TASK_SEEDS if seed},
     "image_folder": DatasetSpec("", (), "your own photos: --data_dir ROOT with "
                                         "ROOT/train/<class>/*.jpg and ROOT/test/<class>/*.jpg"),
 }
-SPLITS = ("train", "test")
+SPLITS = ("train", "test")  # the splits a dataset provides
+VALIDATION = "validation"  # carved from "train" by held_out(); never a file of its own
+DEFAULT_VAL_FRACTION = 0.1
 
 
 def get_spec(dataset_name: str) -> DatasetSpec:
@@ -156,19 +167,54 @@ def _decode_and_resize(image: tf.Tensor, input_size: int) -> tf.Tensor:
     return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
 
 
+def held_out(index: tf.Tensor, val_fraction: float) -> tf.Tensor:
+    """Whether training example `index` (0-based, in the split's fixed stored order) belongs to
+    the validation split: exactly floor(N * val_fraction) of N examples, evenly spaced, so a
+    class-sorted split (an image folder) is held out per class and a shuffled one at random."""
+    if val_fraction <= 0:
+        return tf.zeros_like(index, tf.bool)
+    position = tf.cast(index, tf.float64)
+    return tf.math.floor((position + 1) * val_fraction) > tf.math.floor(position * val_fraction)
+
+
+def carved_count(total: int, split: str, val_fraction: float) -> int:
+    """Examples of `split` ("train" or "validation") when `val_fraction` of `total` is held out."""
+    held = math.floor(float(total) * val_fraction) if val_fraction > 0 else 0  # as held_out counts
+    return held if split == VALIDATION else total - held
+
+
+def check_val_fraction(val_fraction: float) -> None:
+    if not 0 <= val_fraction < 1:
+        raise UserError(f"--val_fraction must be in [0, 1) (the share of the training split held out "
+                        f"for validation; 0: none), got {val_fraction}")
+
+
 def _examples(dataset_name: str, split: str, input_size: int, data_dir: Optional[str],
-              training: bool, seed: int, same_file_order: bool = False) -> Tuple[tf.data.Dataset, int, bool]:
+              training: bool, seed: int, same_file_order: bool = False,
+              val_fraction: float = 0.0) -> Tuple[tf.data.Dataset, int, bool]:
     """Resized uint8 examples of a split (cached in memory when small), their count, and
     whether they are cached. `same_file_order`: every iteration reads the files in the same
     (seeded) order, so the order of examples depends on the seed only, not on how many
-    iterations came before in this process."""
-    if split not in SPLITS:
-        raise UserError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    iterations came before in this process. With `val_fraction` > 0, "train" and "validation"
+    are the two disjoint parts of the stored training split (held_out), read in its stored order
+    so that the carve is the same for every seed."""
+    if split not in SPLITS + (VALIDATION,):
+        raise UserError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS + (VALIDATION,))}")
+    check_val_fraction(val_fraction)
+    if split == VALIDATION and val_fraction <= 0:
+        raise UserError("the validation split needs --val_fraction > 0")
     builder = prepare(dataset_name, data_dir)
-    dataset = builder.as_dataset(split=split, shuffle_files=training, as_supervised=True,
+    stored = "train" if split == VALIDATION else split
+    carve = stored == "train" and val_fraction > 0
+    dataset = builder.as_dataset(split=stored, shuffle_files=training and not carve, as_supervised=True,
                                  read_config=tfds.ReadConfig(shuffle_seed=seed,
                                                              shuffle_reshuffle_each_iteration=not same_file_order))
-    examples = int(builder.info.splits[split].num_examples) if split in builder.info.splits else 0
+    examples = int(builder.info.splits[stored].num_examples) if stored in builder.info.splits else 0
+    if carve:
+        wanted = split == VALIDATION
+        dataset = dataset.enumerate().filter(lambda i, example: tf.equal(held_out(i, val_fraction), wanted))
+        dataset = dataset.map(lambda i, example: example)
+        examples = carved_count(examples, split, val_fraction)
     # Resize before shuffling, so the shuffle buffer holds small uint8 images.
     resize = lambda image, label: (_decode_and_resize(image, input_size), label)  # noqa: E731
     dataset = dataset.map(resize, num_parallel_calls=_PARALLEL_CALLS)
@@ -194,23 +240,26 @@ def _finish(dataset: tf.data.Dataset, batch_size: int, training: bool) -> tf.dat
 
 def load(dataset_name: str, split: str, batch_size: int, input_size: int,
          data_dir: Optional[str] = None, training: Optional[bool] = None,
-         seed: int = 0) -> tf.data.Dataset:
+         seed: int = 0, val_fraction: float = 0.0) -> tf.data.Dataset:
     """Batched pipeline of (images float32 0..255, labels int64).
 
     Args:
         dataset_name: a key of DATASETS.
-        split: "train" or "test".
+        split: "train", "validation" (the held-out part of the training split) or "test".
         batch_size: examples per batch (training batches drop the remainder so every
             step has the profiled batch shape).
         input_size: images are resized to input_size x input_size.
         data_dir: TFDS data dir (or the root folder for image_folder).
         training: shuffle every epoch and drop the last partial batch; default: split == "train".
         seed: shuffling seed (reproducible order of epochs).
+        val_fraction: share of the stored training split held out as "validation" ("train" is
+            the rest); 0: no validation split, "train" is all of it.
     """
     if batch_size < 1:
         raise UserError(f"--batch_size must be at least 1, got {batch_size}")
     training = split == "train" if training is None else training
-    dataset, examples, cached = _examples(dataset_name, split, input_size, data_dir, training, seed)
+    dataset, examples, cached = _examples(dataset_name, split, input_size, data_dir, training, seed,
+                                          val_fraction=val_fraction)
     if training:
         buffer = examples if cached else _SHUFFLE_BUFFER
         dataset = dataset.shuffle(max(buffer, 1), seed=seed, reshuffle_each_iteration=True)
@@ -275,16 +324,18 @@ class FixedEpochs:
 
 
 def load_epochs(dataset_name: str, batch_size: int, input_size: int, data_dir: Optional[str] = None,
-                seed: int = 0) -> Epochs:
-    """The training split as `Epochs` (reproducible and resumable order)."""
+                seed: int = 0, val_fraction: float = 0.0) -> Epochs:
+    """The training split (without its validation part) as `Epochs` (reproducible and resumable
+    order)."""
     if batch_size < 1:
         raise UserError(f"--batch_size must be at least 1, got {batch_size}")
     examples, count, cached = _examples(dataset_name, "train", input_size, data_dir, True, seed,
-                                        same_file_order=True)
+                                        same_file_order=True, val_fraction=val_fraction)
     return Epochs(examples, batch_size, count if cached else _SHUFFLE_BUFFER, seed)
 
 
-def steps_per_epoch(dataset_name: str, batch_size: int, data_dir: Optional[str] = None) -> int:
+def steps_per_epoch(dataset_name: str, batch_size: int, data_dir: Optional[str] = None,
+                    val_fraction: float = 0.0) -> int:
     """Training steps in one epoch (full batches only), from the dataset's info."""
     builder = prepare(dataset_name, data_dir)
-    return int(builder.info.splits["train"].num_examples) // batch_size
+    return carved_count(int(builder.info.splits["train"].num_examples), "train", val_fraction) // batch_size

@@ -19,19 +19,46 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from utils import UserError
 
+# A study's protocol, by study key: the model name for the embedded_shapes task (the first study,
+# whose folders results/study/<model>_<input>/ keep their names), "<task>_<model>" for other tasks.
+TASKS = ("shapes", "parts")
 PROTOCOLS: Dict[str, Dict] = {
-    "mobilenetv2": dict(dataset_name="embedded_shapes", num_classes=64, input_size=64, batch_size=32,
-                        num_epochs=12, interval=4, bn_mode="frozen",
+    "mobilenetv2": dict(model_name="mobilenetv2", dataset_name="embedded_shapes", num_classes=64, input_size=64,
+                        batch_size=32, num_epochs=12, interval=4, bn_mode="frozen",
                         weights="saved_models/source_mobilenetv2_64.h5",
-                        learning_rate=0.003),  # chosen by the calibration plan (BENCHMARKS.md)
+                        learning_rate=0.003,  # chosen by the calibration plan (BENCHMARKS.md)
+                        val_fraction=0.0),  # this study ran before validation splits: lr and epoch on test
     # ResNet50 at 32 px (its smallest input): at 64 px one 12-epoch full run takes ~27 min on 2 cores
     # and the study ~8 hours; at 32 px about a quarter. Claims: the issue's subset (CLAIMS_SUBSETS).
-    "resnet50": dict(dataset_name="embedded_shapes", num_classes=64, input_size=32, batch_size=32,
-                     num_epochs=12, interval=4, bn_mode="frozen",
+    "resnet50": dict(model_name="resnet50", dataset_name="embedded_shapes", num_classes=64, input_size=32,
+                     batch_size=32, num_epochs=12, interval=4, bn_mode="frozen",
                      weights="saved_models/source_resnet50_32.h5",
-                     learning_rate=0.003),  # chosen by the calibration plan (BENCHMARKS.md)
+                     learning_rate=0.003,  # chosen by the calibration plan (BENCHMARKS.md)
+                     val_fraction=0.0),
+    # The label-space task (BENCHMARKS.md, "A task in the paper's regime"): learning rates chosen
+    # on validation accuracy by its calibration plan (None until then).
+    "parts_mobilenetv2": dict(model_name="mobilenetv2", dataset_name="embedded_parts", num_classes=64, input_size=64,
+                              batch_size=32, num_epochs=12, interval=4, bn_mode="frozen",
+                              weights="saved_models/source_parts_mobilenetv2_64.h5",
+                              learning_rate=None, scratch_learning_rate=None, val_fraction=0.1),
 }
+
+
+def study_key(task: str, model_name: str) -> str:
+    """The PROTOCOLS key of a model's study on a task (UserError when there is none)."""
+    key = model_name if task == "shapes" else f"{task}_{model_name}"
+    if key not in PROTOCOLS:
+        have = ", ".join(f"{p['model_name']} on {k.split('_')[0] if k != p['model_name'] else 'shapes'}"
+                         for k, p in PROTOCOLS.items())
+        raise UserError(f"there is no {model_name} study on the {task} task; studies: {have}")
+    return key
+
+
+def task_of(key: str) -> str:
+    """The task of a study key ("shapes" for the bare model names)."""
+    return "shapes" if key == PROTOCOLS[key]["model_name"] else key.split("_")[0]
 CALIBRATION_LEARNING_RATES = (0.001, 0.003, 0.01)
+SCRATCH_LEARNING_RATES = (0.003, 0.01, 0.03)  # random weights usually want larger steps
 CALIBRATION_SCHEMES = ("full_training", "traditional_tl_training", "bn_plus_bias_training")
 CLAIMS_RHOS = (0.4, 0.533, 0.7)
 CLAIMS_BASELINES = ("full_training", "traditional_tl_training", "bn_plus_bias_training", "prune_training")
@@ -86,8 +113,13 @@ class Run:
 def calibration_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     """Baselines only, seed 0, at each candidate learning rate, plus full training from scratch
     (BatchNorm in training mode, which random weights need) at the largest rate, which favours
-    training from scratch most."""
-    del model_name, seeds  # one seed; the same grid for every model
+    training from scratch most. With a validation split (the label-space task): full training
+    from the backbone and from scratch at each rate, each rate chosen on validation accuracy."""
+    del seeds  # one seed; the same grid for every model
+    if PROTOCOLS[model_name]["val_fraction"]:
+        return ([Run("full_training", 0, learning_rate=rate) for rate in CALIBRATION_LEARNING_RATES]
+                + [Run("full_training", 0, learning_rate=rate, weights="none", bn_mode="train")
+                   for rate in SCRATCH_LEARNING_RATES])
     runs = [Run(scheme, 0, learning_rate=rate) for rate in CALIBRATION_LEARNING_RATES
             for scheme in CALIBRATION_SCHEMES]
     runs.append(Run("full_training", 0, learning_rate=max(CALIBRATION_LEARNING_RATES), weights="none",
@@ -116,7 +148,7 @@ def claims_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     if PROTOCOLS[model_name]["learning_rate"] is None:
         raise UserError(f"the {model_name} protocol has no learning rate yet: run the calibration "
                         f"plan and write its choice into experiments/study_plans.py")
-    if model_name in CLAIMS_SUBSETS:
+    if model_name in CLAIMS_SUBSETS:  # the shapes task's ResNet50
         configs = [Run(scheme, 0, rho=rho, rho_mode=mode) for scheme, rho, mode in CLAIMS_SUBSETS[model_name]]
     else:
         configs = [Run(scheme, 0) for scheme in CLAIMS_BASELINES]
@@ -144,16 +176,40 @@ DEPTH_STATIC_TOPS = (0.7, 0.8, 0.9)  # exact mode: steps at about rho of a full 
 
 def depth_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     """The headline configs, each stage alone, then deeper static tops; seed by seed in each part."""
-    if model_name not in DEPTH_STAGES:
-        raise UserError(f"the depth plan has stages for {', '.join(DEPTH_STAGES)} only, not {model_name}")
+    model = PROTOCOLS[model_name]["model_name"]
+    if model not in DEPTH_STAGES:
+        raise UserError(f"the depth plan has stages for {', '.join(DEPTH_STAGES)} only, not {model}")
     parts = [[Run(scheme, 0, rho=rho, rho_mode=mode) for scheme, rho, mode in HEADLINE],
-             [Run("block_range_training", 0, block_range=stage) for stage in DEPTH_STAGES[model_name]],
+             [Run("block_range_training", 0, block_range=stage) for stage in DEPTH_STAGES[model]],
              [Run("static_top_training", 0, rho=rho, rho_mode="exact") for rho in DEPTH_STATIC_TOPS]
              + [Run("elastic_training", 0, rho=0.7, rho_mode="exact")]]
     return [dataclasses.replace(config, seed=seed) for part in parts for seed in seeds for config in part]
 
 
-PLANS = {"calibration": calibration_runs, "claims": claims_runs, "depth": depth_runs}
+# Is a task in the paper's regime? Fixed in BENCHMARKS.md ("A task in the paper's regime") before
+# any selective scheme ran on the task: on the baselines alone, 3 seeds, the protocol's learning
+# rates (chosen on validation accuracy by the calibration plan), full training from the backbone and
+# from scratch, traditional TL, BN+bias, the output-side half of the backbone's blocks alone and
+# its first three blocks alone (block_range_training; MobileNetV2 has 19 blocks, gradient_filter.blocks).
+REGIME_BLOCK_RANGES = {"mobilenetv2": ("10:19", "0:3")}  # (output-side half, first three)
+
+
+def regime_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
+    """The regime criteria's baselines, seed by seed."""
+    protocol = PROTOCOLS[model_name]
+    if protocol["learning_rate"] is None or not protocol.get("scratch_learning_rate"):
+        raise UserError(f"the {model_name} protocol has no learning rates yet: run the calibration plan and "
+                        f"write its choices into experiments/study_plans.py")
+    top_half, first_three = REGIME_BLOCK_RANGES[protocol["model_name"]]
+    configs = [Run("full_training", 0), Run("full_training", 0, weights="none", bn_mode="train",
+                                            learning_rate=protocol["scratch_learning_rate"]),
+               Run("traditional_tl_training", 0), Run("bn_plus_bias_training", 0),
+               Run("block_range_training", 0, block_range=top_half),
+               Run("block_range_training", 0, block_range=first_three)]
+    return [dataclasses.replace(config, seed=seed) for seed in seeds for config in configs]
+
+
+PLANS = {"calibration": calibration_runs, "claims": claims_runs, "depth": depth_runs, "regime": regime_runs}
 
 
 def plan_runs(plan: str, model_name: str, seeds: Sequence[int]) -> List[Run]:
@@ -166,9 +222,10 @@ def protocol_flags(model_name: str) -> List[str]:
     protocol = PROTOCOLS[model_name]
     if protocol["learning_rate"] is None:
         raise UserError(f"the {model_name} protocol has no learning rate yet (run the calibration plan)")
-    return ["--model_name", model_name, "--dataset_name", protocol["dataset_name"],
+    return ["--model_name", protocol["model_name"], "--dataset_name", protocol["dataset_name"],
             "--input_size", str(protocol["input_size"]), "--batch_size", str(protocol["batch_size"]),
-            "--learning_rate", str(protocol["learning_rate"]), "--bn_mode", protocol["bn_mode"]]
+            "--learning_rate", str(protocol["learning_rate"]), "--bn_mode", protocol["bn_mode"],
+            "--val_fraction", str(protocol["val_fraction"])]
 
 
 def require_backbone(model_name: str, purpose: str) -> str:
@@ -176,8 +233,9 @@ def require_backbone(model_name: str, purpose: str) -> str:
     protocol = PROTOCOLS[model_name]
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), protocol["weights"])
     if not os.path.exists(path):
+        task = "" if task_of(model_name) == "shapes" else f" {task_of(model_name)}"
         raise UserError(f"{purpose} needs the source backbone {protocol['weights']}; make it once with: "
-                        f"bash scripts/make_source_backbone.sh {model_name} {protocol['input_size']}")
+                        f"bash scripts/make_source_backbone.sh {protocol['model_name']} {protocol['input_size']}{task}")
     return path
 
 
@@ -191,14 +249,14 @@ def protocol_model(model_name: str = "mobilenetv2"):
     protocol = PROTOCOLS[model_name]
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), protocol["weights"])
     tf.keras.utils.set_random_seed(0)
-    model = models.build_model(model_name, protocol["num_classes"], protocol["input_size"],
+    model = models.build_model(protocol["model_name"], protocol["num_classes"], protocol["input_size"],
                                weights=path if os.path.isfile(path) else None, bn_mode=protocol["bn_mode"])
     return model, protocol
 
 
 def profiler_arguments(model_name: str, bn_mode: str, gradient_filter: Optional[Tuple[int, int]] = None) -> List[str]:
     protocol = PROTOCOLS[model_name]
-    arguments = ["--model_name", model_name, "--input_size", str(protocol["input_size"]),
+    arguments = ["--model_name", protocol["model_name"], "--input_size", str(protocol["input_size"]),
                  "--num_classes", str(protocol["num_classes"]), "--batch_size", str(protocol["batch_size"]),
                  "--bn_mode", bn_mode]
     if gradient_filter:
@@ -208,7 +266,8 @@ def profiler_arguments(model_name: str, bn_mode: str, gradient_filter: Optional[
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in PROTOCOLS:
-        sys.exit(f"usage: python -m experiments.study_plans {{{','.join(PROTOCOLS)}}}")
+        sys.exit(f"usage: python -m experiments.study_plans {{{','.join(PROTOCOLS)}}}  (a study key: the model "
+                 f"on the shapes task, <task>_<model> on another)")
     try:
         print(" ".join(protocol_flags(sys.argv[1])))
     except UserError as error:

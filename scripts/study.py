@@ -25,13 +25,15 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from experiments.runner import train_all
-from experiments.study_plans import PLANS, PROTOCOLS, Run, plan_runs, profiler_arguments, require_backbone
+from experiments.study_plans import (PLANS, PROTOCOLS, TASKS, Run, plan_runs, profiler_arguments, require_backbone,
+                                     study_key)
 from utils import UserError, atomic_write_json, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def results_dir(model_name: str, plan: str) -> str:
+    """results/study/<study key>_<input>/<plan> (the study key: see study_plans.PROTOCOLS)."""
     protocol = PROTOCOLS[model_name]
     return os.path.join(ROOT, "results", "study", f"{model_name}_{protocol['input_size']}", plan)
 
@@ -45,13 +47,13 @@ def main_arguments(model_name: str, run: Run, logdir: str) -> List[str]:
     """The main.py flags of one run of the study."""
     protocol = PROTOCOLS[model_name]
     weights = run.weights or protocol["weights"]
-    arguments = ["--model_name", model_name, "--dataset_name", protocol["dataset_name"],
+    arguments = ["--model_name", protocol["model_name"], "--dataset_name", protocol["dataset_name"],
                  "--input_size", str(protocol["input_size"]), "--batch_size", str(protocol["batch_size"]),
                  "--learning_rate", str(run.learning_rate or protocol["learning_rate"]),
                  "--num_epochs", str(protocol["num_epochs"]), "--interval", str(protocol["interval"]),
                  "--weights", weights, "--bn_mode", run.bn_mode or protocol["bn_mode"],
                  "--train_type", run.train_type, "--seed", str(run.seed),
-                 "--logdir", logdir, "--run_name", run.name]
+                 "--logdir", logdir, "--run_name", run.name, "--val_fraction", str(protocol["val_fraction"])]
     if run.rho is not None:
         arguments += ["--rho", str(run.rho), "--rho_mode", run.rho_mode]
     if run.gradient_filter:
@@ -137,10 +139,15 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="run: train the runs that have no result yet; table: summarise results")
     parser.add_argument("plan", choices=sorted(PLANS),
                         help="calibration: the baselines under candidate protocols (chooses the proxy); "
+                             "regime: the baselines that decide whether a task is in the paper's regime; "
                              "claims: every scheme under the chosen protocol; depth: each stage of the "
                              "network trained alone, deeper static tops and the headline again, on one "
                              "backbone (mobilenetv2)")
-    parser.add_argument("--model_name", default="mobilenetv2", choices=sorted(PROTOCOLS))
+    parser.add_argument("--model_name", default="mobilenetv2", choices=sorted({p["model_name"] for p in PROTOCOLS.values()}))
+    parser.add_argument("--task", default="shapes", choices=TASKS,
+                        help="shapes: embedded_shapes (an input-level shift: new textures and colours); "
+                             "parts: embedded_parts (a label-space shift: new arrangements of known parts, "
+                             "the paper's regime); results go to results/study/[<task>_]<model>_<input>/")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the claims and depth plans")
     parser.add_argument("--dry_run", action="store_true", help="print the commands, train nothing")
     parser.add_argument("--output", default=None,
@@ -152,6 +159,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
+    args.model_name = study_key(args.task, args.model_name)
     if args.action == "run":
         return run_study(args.plan, args.model_name, args.seeds, args.dry_run)
     from experiments.study_table import write_table

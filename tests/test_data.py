@@ -72,6 +72,36 @@ def test_embedded_target_pipeline(tfds_dir):
     assert images.shape == (100, 48, 48, 3)
 
 
+@pytest.mark.parametrize("total, fraction", [(2560, 0.1), (2560, 0.15), (37, 0.3), (1000, 0.7), (10, 0.05)])
+def test_held_out_takes_exactly_the_counted_share_evenly(total, fraction):
+    flags = data.held_out(tf.range(total, dtype=tf.int64), fraction).numpy()
+    assert flags.sum() == data.carved_count(total, "validation", fraction)
+    assert (~flags).sum() == data.carved_count(total, "train", fraction)
+    assert data.carved_count(total, "validation", fraction) == int(np.floor(total * fraction))
+    gaps = np.diff(np.flatnonzero(flags))
+    assert gaps.size == 0 or gaps.max() - gaps.min() <= 1  # evenly spaced, so per class in a sorted split
+    assert not data.held_out(tf.range(5, dtype=tf.int64), 0.0).numpy().any()
+
+
+def test_validation_is_carved_from_train_the_same_for_every_seed(tfds_dir):
+    def examples(split, seed):
+        dataset = data.load("embedded_shapes", split, 64, 16, tfds_dir, training=False, seed=seed, val_fraction=0.1)
+        return {image.numpy().tobytes(): int(label) for images, labels in dataset
+                for image, label in zip(images, labels)}
+    validation, train = examples("validation", 0), examples("train", 0)
+    assert len(validation) == 256 and len(train) == 2560 - 256 and not set(validation) & set(train)
+    assert examples("validation", 5) == validation  # the carve never depends on the seed
+    assert len({**train, **validation}) == 2560
+    assert data.steps_per_epoch("embedded_shapes", 32, tfds_dir, val_fraction=0.1) == 2304 // 32
+    epochs = data.load_epochs("embedded_shapes", 32, 16, tfds_dir, seed=3, val_fraction=0.1)
+    trained = {image.numpy().tobytes() for images, _ in epochs.epoch(0) for image in images}
+    assert len(trained) == 2304 and not trained & set(validation)
+    with pytest.raises(UserError, match="--val_fraction must be in"):
+        data.load("embedded_shapes", "validation", 32, 16, tfds_dir, val_fraction=1.0)
+    with pytest.raises(UserError, match="needs --val_fraction > 0"):
+        data.load("embedded_shapes", "validation", 32, 16, tfds_dir)
+
+
 def test_no_pipeline_autotunes(tfds_dir):
     """tf.data's autotuning stretched epochs (deleting an iterator waits for its thread's sleep):
     every pipeline a run iterates has it off."""

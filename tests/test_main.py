@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 
 import numpy as np
@@ -22,14 +23,19 @@ def test_one_epoch_of_elastic_training_end_to_end(workdir, tfds_dir):
     run_dir = workdir / "logs" / "e2e"
     tags, accumulator = _tags(str(run_dir))
     expected = {"train/accuracy", "train/classification_loss", "train/learning_rate", "test/accuracy",
-                "test/classification_loss", "time/step_ms", "elastic/selected_fraction",
-                "elastic/target_vs_achieved", "elastic/selection_masks"}
+                "test/classification_loss", "validation/accuracy", "validation/classification_loss",
+                "time/step_ms", "elastic/selected_fraction", "elastic/target_vs_achieved",
+                "elastic/selection_masks"}
     assert expected <= tags, expected - tags
     assert len(accumulator.Tensors("elastic/selected_fraction")) == 2  # selections at 0 and 0.5 epochs
     numbers = np.loadtxt(workdir / "logs" / "e2e.txt")
     assert numbers.shape == (4,) and 0 <= numbers[1] <= 100 and numbers[3] == pytest.approx(0.6)
     assert (workdir / "saved_models" / "e2e.h5").exists()
     assert (run_dir / "config.json").exists() and (run_dir / "summary.json").exists()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["best_val_epoch"] == 1 and summary["history"][0]["val_accuracy"] == summary["best_val_accuracy"]
+    assert summary["test_accuracy_at_best_val"] == summary["history"][0]["test_accuracy"]
+    assert json.loads((run_dir / "config.json").read_text())["val_fraction"] == 0.1
 
 
 def test_a_baseline_runs_and_run_names_never_overwrite(workdir, tfds_dir):

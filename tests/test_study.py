@@ -19,6 +19,7 @@ from utils import UserError  # noqa: E402
 @pytest.fixture
 def protocol(monkeypatch):
     monkeypatch.setitem(study_plans.PROTOCOLS["mobilenetv2"], "learning_rate", 0.01)
+    monkeypatch.setitem(study_plans.PROTOCOLS["mobilenetv2"], "scratch_learning_rate", 0.03)  # the regime plan's
 
 
 def test_every_planned_run_parses_with_the_real_cli(protocol):

@@ -514,3 +514,15 @@ def test_sparse_update_selects_once_by_contribution_and_deterministically():
     assert len(contributions["weights"]) == 2 and contributions["bias_depths"] == [1, 2]
     assert any(abs(value) > 0 for value in contributions["weights"] + contributions["biases"])
     assert results[0][0][-2:].all()  # the classifier trains
+
+
+def test_model_selection_takes_the_first_epoch_of_best_validation_accuracy():
+    history = [{"epoch": 1, "test_accuracy": 0.5, "val_accuracy": 0.4},
+               {"epoch": 2, "test_accuracy": 0.7, "val_accuracy": 0.6},
+               {"epoch": 3, "test_accuracy": 0.9, "val_accuracy": 0.6},
+               {"epoch": 4, "test_accuracy": 0.8, "val_accuracy": 0.5}]
+    assert train.selected_epoch(history) == {"best_val_epoch": 2, "best_val_accuracy": 0.6,
+                                             "test_accuracy_at_best_val": 0.7}
+    without = [{key: value for key, value in entry.items() if key != "val_accuracy"} for entry in history]
+    assert train.selected_epoch(without) == {"best_val_epoch": None, "best_val_accuracy": None,
+                                             "test_accuracy_at_best_val": None}

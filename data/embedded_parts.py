@@ -1,0 +1,86 @@
+"""TFDS builder of the embedded label-space transfer task (what it draws: parts_render.py).
+
+Registered with TFDS as `embedded_parts`; `tfds.builder("embedded_parts/target")
+.download_and_prepare()` generates it locally (no download). Configs:
+
+- `source`: 144 classes (body plan x body texture), 80 train + 10 test images each: the
+  pre-training task, standing in for ImageNet.
+- `target`: 64 classes (8 genera x 8 species; a species is an arrangement of its genus's four
+  appearances over the four parts), 50 train + 30 test each: the fine-grained task, standing in
+  for CUB-200. `target_seed1` and `target_seed2` are the same design drawn with other task seeds.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator, List, Tuple, Union
+
+import tensorflow_datasets as tfds
+
+from data import parts_render
+
+TASK_SEEDS = (0, 1, 2)  # target configs: "target" (seed 0), "target_seed1", "target_seed2"
+
+
+@dataclasses.dataclass
+class EmbeddedPartsConfig(tfds.core.BuilderConfig):
+    """One task of the dataset; everything that shapes its bytes is here."""
+
+    task: str = "target"  # "source" or "target"
+    task_seed: int = 0  # draws the target's classes (the source's are fixed)
+    seed: int = 0  # draws the instances
+    image_size: int = 64
+    train_per_class: int = 50
+    test_per_class: int = 30
+    genera: int = 8
+    species_per_genus: int = 8
+
+    def classes(self) -> List[Union[parts_render.SourceClass, parts_render.Species]]:
+        if self.task == "source":
+            return parts_render.source_classes()
+        return parts_render.target_species(self.task_seed, self.genera, self.species_per_genus)
+
+
+def target_config_name(task_seed: int) -> str:
+    return "target" if task_seed == 0 else f"target_seed{task_seed}"
+
+
+class EmbeddedParts(tfds.core.GeneratorBasedBuilder):
+    """Creatures made of parts; source and target label one vocabulary differently."""
+
+    VERSION = tfds.core.Version("1.0.0")
+    RELEASE_NOTES = {"1.0.0": "First release."}
+    BUILDER_CONFIGS = [
+        EmbeddedPartsConfig(name="source", task="source", train_per_class=80, test_per_class=10,
+                            description="Pre-training task: 144 body plans x body textures."),
+    ] + [
+        EmbeddedPartsConfig(name=target_config_name(seed), task="target", task_seed=seed,
+                            description=f"Target task (task seed {seed}): 64 species, 8 genera.")
+        for seed in TASK_SEEDS
+    ]
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        config: EmbeddedPartsConfig = self.builder_config
+        size = config.image_size
+        return self.dataset_info_from_configs(
+            description=__doc__,
+            features=tfds.features.FeaturesDict({
+                "image": tfds.features.Image(shape=(size, size, 3)),
+                "label": tfds.features.ClassLabel(names=[c.name() for c in config.classes()]),
+            }),
+            supervised_keys=("image", "label"),
+        )
+
+    def _split_generators(self, dl_manager: tfds.download.DownloadManager):
+        del dl_manager  # nothing to download
+        return {"train": self._generate_examples("train"), "test": self._generate_examples("test")}
+
+    def _generate_examples(self, split: str) -> Iterator[Tuple[str, dict]]:
+        config: EmbeddedPartsConfig = self.builder_config
+        per_class = config.train_per_class if split == "train" else config.test_per_class
+        for label, cls in enumerate(config.classes()):
+            for instance in range(per_class):
+                index = label * per_class + instance
+                rng = parts_render.instance_rng(config.seed + 1000 * config.task_seed, config.task, split, index)
+                creature = parts_render.sample_source(cls, rng) if config.task == "source" else cls
+                yield f"{label:04d}_{instance:05d}", {"image": parts_render.render(creature, config.image_size, rng),
+                                                     "label": label}

@@ -1,0 +1,284 @@
+"""Procedural creatures made of parts, for the `embedded_parts` dataset (pure NumPy, deterministic).
+
+Every image shows one creature on a cluttered background: a *body*, a *head* at its front, a
+pair of *wings* at its sides and a *tail* at its back. Each part has a shape (from a few per
+part) and an *appearance*: a base colour, a texture (solid, stripes, dots, checker) and the
+texture's colour. The two tasks label this one vocabulary differently:
+
+- **source** (pre-training, the stand-in for ImageNet): a class is a body plan (body, head and
+  tail shape) and the body's texture; the wings' shape and every colour are drawn at random for
+  each image, as are the other parts' textures. So the source shows every shape, colour and
+  texture of the target, and its labels need shapes and textures, not colours.
+- **target** (fine-tuning, the stand-in for CUB-200): a genus is a body plan (all four part
+  shapes); it owns a pool of four appearances (four different colours, the four textures), and a
+  species is which appearance sits on which part — a permutation of its genus's pool. Every
+  species of a genus shows the same colours and textures; only their places differ, as bird
+  species are new arrangements of colours and patterns on the same parts. The shift from source
+  to target is in the labels (new compositions of known elements), not in the images' elements.
+
+The target's classes are drawn from a `task_seed`, so a study can be repeated on another draw of
+the task. Class attributes are invariant to flips and rotations (the models' augmentation); each
+instance varies in position, scale, rotation, colour, lighting, texture phase, clutter and noise.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import List, Tuple
+
+import numpy as np
+
+COLOURS = ("red", "orange", "yellow", "green", "cyan", "blue", "purple", "white")
+PALETTE = np.array([(215, 40, 40), (240, 135, 30), (235, 215, 50), (60, 175, 60), (50, 200, 210),
+                    (45, 80, 215), (140, 60, 200), (240, 240, 235)], dtype=np.float32)
+TEXTURES = ("solid", "stripes", "dots", "checker")
+BODY_SHAPES = ("ellipse", "egg", "box", "diamond")
+HEAD_SHAPES = ("circle", "triangle", "square")
+WING_SHAPES = ("round", "pointed", "broad")
+TAIL_SHAPES = ("fan", "fork", "spike")
+PARTS = ("body", "head", "wings", "tail")
+TEXTURE_PERIOD = 0.17  # in image units (the image spans 2): about 5.5 px at 64 px
+
+
+@dataclasses.dataclass(frozen=True)
+class Appearance:
+    """How one part is painted (indices into COLOURS, TEXTURES, COLOURS)."""
+
+    colour: int
+    texture: int
+    texture_colour: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The shapes of the four parts (indices into the *_SHAPES tuples)."""
+
+    body: int
+    head: int
+    wings: int
+    tail: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Species:
+    """A target class: a body plan and the appearance of each part (in PARTS order)."""
+
+    plan: Plan
+    looks: Tuple[Appearance, Appearance, Appearance, Appearance]
+
+    def name(self) -> str:
+        shapes = (f"{BODY_SHAPES[self.plan.body]}.{HEAD_SHAPES[self.plan.head]}."
+                  f"{WING_SHAPES[self.plan.wings]}.{TAIL_SHAPES[self.plan.tail]}")
+        looks = "-".join(f"{part}:{COLOURS[look.colour]}.{TEXTURES[look.texture]}"
+                         for part, look in zip(PARTS, self.looks))
+        return f"{shapes}-{looks}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceClass:
+    """A source class: the body, head and tail shapes and the body's texture; the rest of each
+    image (wings' shape, colours, other textures) is drawn per instance."""
+
+    body: int
+    head: int
+    tail: int
+    body_texture: int
+
+    def name(self) -> str:
+        return (f"{BODY_SHAPES[self.body]}.{HEAD_SHAPES[self.head]}.{TAIL_SHAPES[self.tail]}"
+                f"-body:{TEXTURES[self.body_texture]}")
+
+
+def source_classes() -> List[SourceClass]:
+    """Every (body, head, tail, body texture): 4 x 3 x 3 x 4 = 144 classes, fixed order."""
+    return [SourceClass(*combination) for combination in itertools.product(
+        range(len(BODY_SHAPES)), range(len(HEAD_SHAPES)), range(len(TAIL_SHAPES)), range(len(TEXTURES)))]
+
+
+def _random_look(rng: np.random.Generator, texture: int) -> Appearance:
+    colour = int(rng.integers(len(COLOURS)))
+    other = int(rng.integers(len(COLOURS) - 1))
+    return Appearance(colour, texture, other + (other >= colour))
+
+
+def target_species(task_seed: int, genera: int = 8, species_per_genus: int = 8) -> List[Species]:
+    """The target task's classes, drawn from `task_seed` (class index = list position).
+
+    Each genus is a distinct body plan with a pool of four appearances: four different colours,
+    each of the four textures once, each texture drawn in a colour outside the pool's body
+    colours where possible. Its species are distinct permutations of the pool over the parts.
+    """
+    plans = [Plan(*p) for p in itertools.product(range(len(BODY_SHAPES)), range(len(HEAD_SHAPES)),
+                                                  range(len(WING_SHAPES)), range(len(TAIL_SHAPES)))]
+    permutations = list(itertools.permutations(range(len(PARTS))))
+    if genera > len(plans) or species_per_genus > len(permutations):
+        raise ValueError(f"at most {len(plans)} genera of {len(permutations)} species each exist")
+    rng = np.random.default_rng([task_seed, 2026])
+    species = []
+    for plan_index in rng.choice(len(plans), size=genera, replace=False):
+        colours = rng.choice(len(COLOURS), size=len(PARTS), replace=False)
+        textures = rng.permutation(len(TEXTURES))
+        pool = []
+        for colour, texture in zip(colours, textures):
+            others = [c for c in range(len(COLOURS)) if c != colour]
+            pool.append(Appearance(int(colour), int(texture), int(rng.choice(others))))
+        for order in sorted(rng.choice(len(permutations), size=species_per_genus, replace=False)):
+            looks = tuple(pool[i] for i in permutations[order])
+            species.append(Species(plans[int(plan_index)], looks))
+    return species
+
+
+def sample_source(cls: SourceClass, rng: np.random.Generator) -> Species:
+    """One instance's body plan and appearances for a source class."""
+    plan = Plan(cls.body, cls.head, int(rng.integers(len(WING_SHAPES))), cls.tail)
+    textures = [cls.body_texture] + [int(t) for t in rng.integers(len(TEXTURES), size=len(PARTS) - 1)]
+    return Species(plan, tuple(_random_look(rng, texture) for texture in textures))
+
+
+# ----------------------------------------------------------------------------------- drawing
+
+def _frame(grid_x: np.ndarray, grid_y: np.ndarray, centre: np.ndarray, scale: float,
+           angle: float) -> Tuple[np.ndarray, np.ndarray]:
+    """Image coordinates in a part's frame: x along `angle`, in units of `scale`."""
+    cos, sin = np.cos(angle), np.sin(angle)
+    dx, dy = grid_x - centre[0], grid_y - centre[1]
+    return (cos * dx + sin * dy) / scale, (-sin * dx + cos * dy) / scale
+
+
+def _coverage(field: np.ndarray, scale: float, pixel: float) -> np.ndarray:
+    """Anti-aliased 0..1 coverage from a signed field (< 0 inside, in units of `scale`)."""
+    return np.clip(0.5 - field * scale / pixel, 0.0, 1.0)
+
+
+def _triangle(x: np.ndarray, y: np.ndarray, half_width: float) -> np.ndarray:
+    """Isosceles triangle from x = -1 (base, half-width `half_width`) to its apex at x = 1."""
+    width = half_width * (1 - x) / 2
+    return np.maximum(np.abs(y) - width, np.abs(x) - 1)
+
+
+def _part_field(part: str, shape: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Signed field of a part in its own frame, x pointing away from the body."""
+    if part == "body":
+        if shape == "ellipse":
+            return np.sqrt(x * x + (y / 0.58) ** 2) - 1
+        if shape == "egg":
+            return np.sqrt(x * x + (y / (0.58 * (1 + 0.3 * x))) ** 2) - 1
+        if shape == "box":
+            return np.maximum(np.abs(x) - 0.92, np.abs(y) - 0.52)
+        if shape == "diamond":
+            return np.abs(x) + np.abs(y) / 0.62 - 1.05
+    if part == "head":
+        if shape == "circle":
+            return np.sqrt(x * x + y * y) - 1
+        if shape == "triangle":
+            return _triangle(x, y, 1.3)
+        if shape == "square":
+            return np.maximum(np.abs(x), np.abs(y)) - 0.85
+    if part == "wings":
+        if shape == "round":
+            return np.sqrt(x * x + (y / 0.5) ** 2) - 1
+        if shape == "pointed":
+            return _triangle(x, y, 1.1)
+        if shape == "broad":
+            return np.maximum(np.abs(x) - 0.9, np.abs(y) - 0.6)
+    if part == "tail":
+        if shape == "fan":
+            return _triangle(-x, y, 1.6)  # widest at its far end
+        if shape == "fork":
+            prong = lambda side: np.maximum(np.abs(y - side * 0.55 * (x + 1) / 2) - 0.2, np.abs(x) - 1)  # noqa: E731
+            return np.minimum(prong(1), prong(-1))
+        if shape == "spike":
+            return _triangle(x, y, 0.55)
+    raise ValueError(f"{part} {shape}")
+
+
+def _texture(kind: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """0..1 weight of the texture colour at image-unit coordinates (u, v) of the part's frame."""
+    phase = 2 * np.pi / TEXTURE_PERIOD
+    if kind == "solid":
+        return np.zeros_like(u)
+    if kind == "stripes":
+        wave = np.sin(phase * u)
+    elif kind == "checker":
+        wave = 4 * np.sin(phase * u) * np.sin(phase * v)
+    elif kind == "dots":
+        du = np.mod(u / TEXTURE_PERIOD, 1.0) - 0.5
+        dv = np.mod(v / TEXTURE_PERIOD, 1.0) - 0.5
+        wave = (0.3 - np.sqrt(du * du + dv * dv)) * 10
+    else:
+        raise ValueError(kind)
+    return np.clip(0.5 + 2.5 * wave, 0.0, 1.0)
+
+
+def _jitter(colour: np.ndarray, rng: np.random.Generator, amount: float) -> np.ndarray:
+    return np.clip(colour * rng.uniform(1 - amount, 1 + amount) + rng.normal(0, 10, 3), 0, 255)
+
+
+# Where each part sits in the body's frame (units of the body's scale), its size relative to
+# the body, and the direction its own x axis points (away from the body).
+_LAYOUT = {"head": ((1.05, 0.0), 0.42, 0.0), "tail": ((-1.2, 0.0), 0.5, np.pi),
+           "wing+": ((-0.05, 0.62), 0.55, np.pi / 2), "wing-": ((-0.05, -0.62), 0.55, -np.pi / 2)}
+
+
+def render(creature: Species, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw one instance of `creature` as a (size, size, 3) uint8 image."""
+    pixel = 2.0 / size
+    axis = (np.arange(size, dtype=np.float32) + 0.5) * pixel - 1.0
+    grid_x, grid_y = np.meshgrid(axis, axis)
+
+    tint = rng.uniform(50, 190, size=(2, 3)).astype(np.float32)
+    ramp_angle = rng.uniform(0, 2 * np.pi)
+    ramp = 0.5 + 0.5 * (np.cos(ramp_angle) * grid_x + np.sin(ramp_angle) * grid_y)
+    image = tint[0] * ramp[..., None] + tint[1] * (1 - ramp[..., None])
+
+    def paint(field: np.ndarray, scale: float, look: Appearance, u: np.ndarray, v: np.ndarray,
+              light: float) -> None:
+        nonlocal image
+        cover = _coverage(field, scale, pixel)[..., None]
+        offset = rng.uniform(0, TEXTURE_PERIOD, 2)
+        mix = _texture(TEXTURES[look.texture], u * scale + offset[0], v * scale + offset[1])[..., None]
+        base = _jitter(PALETTE[look.colour], rng, 0.12) * light
+        pattern = _jitter(PALETTE[look.texture_colour], rng, 0.12) * light
+        image = image + cover * (base * (1 - mix) + pattern * mix - image)
+
+    # Clutter: small blobs painted with random appearances, away from the centre.
+    for _ in range(rng.integers(0, 3)):
+        centre = rng.uniform(0.55, 0.9) * np.array([np.cos(a := rng.uniform(0, 2 * np.pi)), np.sin(a)])
+        scale = rng.uniform(0.08, 0.14)
+        u, v = _frame(grid_x, grid_y, centre, scale, rng.uniform(0, 2 * np.pi))
+        shape = HEAD_SHAPES[rng.integers(len(HEAD_SHAPES))]
+        paint(_part_field("head", shape, u, v), scale, _random_look(rng, int(rng.integers(len(TEXTURES)))),
+              u, v, 1.0)
+
+    scale = rng.uniform(0.34, 0.44)
+    centre = rng.uniform(-0.22, 0.22, 2)
+    angle = rng.uniform(0, 2 * np.pi)
+    light = 0.85 + rng.uniform(0, 0.25)
+    plan = creature.plan
+    body_look, head_look, wing_look, tail_look = creature.looks
+    cos, sin = np.cos(angle), np.sin(angle)
+
+    def attached(name: str, shape: str, part: str, look: Appearance) -> None:
+        (px, py), relative, direction = _LAYOUT[name]
+        where = centre + scale * np.array([cos * px - sin * py, sin * px + cos * py])
+        part_scale = scale * relative * rng.uniform(0.92, 1.08)
+        u, v = _frame(grid_x, grid_y, where, part_scale, angle + direction + rng.uniform(-0.15, 0.15))
+        paint(_part_field(part, shape, u, v), part_scale, look, u, v, light)
+
+    for name in ("wing+", "wing-"):
+        attached(name, WING_SHAPES[plan.wings], "wings", wing_look)
+    attached("tail", TAIL_SHAPES[plan.tail], "tail", tail_look)
+    u, v = _frame(grid_x, grid_y, centre, scale, angle)
+    paint(_part_field("body", BODY_SHAPES[plan.body], u, v), scale, body_look, u, v, light)
+    attached("head", HEAD_SHAPES[plan.head], "head", head_look)
+
+    image = image + rng.normal(0, 5, image.shape)
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def instance_rng(seed: int, task: str, split: str, index: int) -> np.random.Generator:
+    """Independent, reproducible random stream for one image (order-free, so splits can't collide)."""
+    task_id = {"source": 11, "target": 12}[task]
+    split_id = {"train": 1, "test": 2}[split]
+    return np.random.default_rng([seed, task_id, split_id, index])
+
