@@ -225,7 +225,8 @@ def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
     """The issue's scenario on a small model: kill -9 after a mid-epoch checkpoint, then --resume."""
     arguments = MAIN_BASE[:-4] + ["--num_epochs", "3", "--learning_rate", "0.01", "--data_dir", tfds_dir,
                                   "--train_type", "elastic_training", "--rho", "0.6", "--interval", "0.5",
-                                  "--checkpoint_every", "15", "--reference_steps", "0", "--run_name", "killed"]
+                                  "--checkpoint_every", "15", "--reference_steps", "0", "--run_name", "killed",
+                                  "--val_fraction", "0"]  # every training example trains: 40 steps an epoch
     run_dir = workdir / "logs" / "killed"
     process = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"), *arguments], cwd=workdir,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
