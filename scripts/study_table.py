@@ -84,6 +84,9 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
         rows.append({
             "config": name, "seeds": len(runs),
             "best_accuracy": mean_std(accuracies),
+            # model selection on the validation split (None for runs made without one)
+            "selected_accuracy": mean_std([run.get("test_accuracy_at_best_val") for run in runs]),
+            "validation_accuracy": mean_std([run.get("best_val_accuracy") for run in runs]),
             "accuracies": accuracies,
             "relative_accuracy": mean_std(accuracies)[0] / full_best,
             "final_accuracy": mean_std([run["final_test_accuracy"] for run in runs]),
@@ -111,16 +114,17 @@ def _pm(pair: tuple, scale: float = 1.0, digits: int = 1) -> str:
 
 def markdown(rows: List[Dict], target: float) -> str:
     """The claims table in markdown."""
-    lines = [f"| run | seeds | best acc % | / full | wall s | step ratio (live) | compile + selection | peak MB | "
+    lines = [f"| run | seeds | test acc % at val-best epoch | best val acc % | best test acc % (original) | / full | wall s | step ratio (live) | compile + selection | peak MB | "
              f"s to {100 * target:.1f} % | speedup (wall) | speedup to {100 * target:.1f} % | paper acc % / speedup |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         reach = (_pm(row["time_to_target"], digits=0) + ("" if row["reached"] == row["seeds"]
                                                            else f" ({row['reached']}/{row['seeds']} reached)")
                  if row["reached"] else "never")
         to_target = f"{row['speedup_to_target']:.2f}x" if row["speedup_to_target"] else "-"
         paper = f"{row['paper'][0]:.1f} / {row['paper'][1]:.2f}x" if row["paper"] else ""
-        lines.append(f"| {row['config']} | {row['seeds']} | {_pm(row['best_accuracy'], 100)} | "
+        lines.append(f"| {row['config']} | {row['seeds']} | {_pm(row['selected_accuracy'], 100)} | "
+                     f"{_pm(row['validation_accuracy'], 100)} | {_pm(row['best_accuracy'], 100)} | "
                      f"{row['relative_accuracy']:.2f} | {_pm(row['train_seconds'], digits=0)} | {_pm(row['step_ratio'], digits=2)} | "
                      f"{_pm(row['overhead_share'], 100)} % | {_pm(row['peak_memory'], digits=0)} | {reach} | {row['speedup']:.2f}x | {to_target} | {paper} |")
     return "\n".join(lines) + "\n"
@@ -188,13 +192,22 @@ def write_table(plan: str, model_name: str, directory: str, output: Optional[str
     sections, all_rows = [], []
     parts = learning_rate_groups(groups) if plan == "calibration" else {"": groups}
     for rate, part in parts.items():
-        rows, target = summarize_groups(part, f"full_training_lr{rate}" if rate else "full_training")
+        reference = f"full_training_lr{rate}" if rate else "full_training"
+        if reference not in part:  # a rate only training from scratch was tried at
+            reference = sorted(part)[0]
+        rows, target = summarize_groups(part, reference)
         sections.append((f"learning rate {rate}\n\n" if rate else "") + markdown(rows, target))
         all_rows += rows
     table = "\n".join(sections)
     print(table)
     plot(groups, all_rows, target, f"{model_name}: {plan} study on the embedded dataset", figure_path)
     print(f"figure: {figure_path} (and .pdf)")
+    if plan == "regime":
+        from study_plans import PROTOCOLS, REGIME_BLOCK_RANGES
+        from study_regime import regime_section
+        section = regime_section(groups, *REGIME_BLOCK_RANGES[PROTOCOLS[model_name]["model_name"]])
+        print(section)
+        table += "\n" + section
     if plan == "depth":
         from study_depth import depth_section
         table += "\n" + depth_section(all_rows, model_name, os.path.splitext(figure_path)[0] + "_depth.png")
