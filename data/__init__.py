@@ -59,7 +59,7 @@ DATASETS: Dict[str, DatasetSpec] = {
                                   "embedded offline label-space task: 64 species, new arrangements of the "
                                   "source's parts, colours and textures (generated)"),
     "embedded_parts_source": DatasetSpec("embedded_parts/source", (),
-                                         "embedded_parts' pre-training task, 144 classes"),
+                                         "embedded_parts' pre-training task, 56 classes"),
     **{f"embedded_parts_seed{seed}": DatasetSpec(f"embedded_parts/{embedded_parts.target_config_name(seed)}", (),
                                                  f"embedded_parts drawn with task seed {seed}")
        for seed in embedded_parts.TASK_SEEDS if seed},

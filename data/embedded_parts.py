@@ -3,8 +3,8 @@
 Registered with TFDS as `embedded_parts`; `tfds.builder("embedded_parts/target")
 .download_and_prepare()` generates it locally (no download). Configs:
 
-- `source`: 144 classes (body plan x body texture), 80 train + 10 test images each: the
-  pre-training task, standing in for ImageNet.
+- `source`: 56 classes (the body's colour x the head's colour), 160 train + 15 test images
+  each: the pre-training task, standing in for ImageNet.
 - `target`: 64 classes (8 genera x 8 species; a species is an arrangement of its genus's four
   appearances over the four parts), 50 train + 30 test each: the fine-grained task, standing in
   for CUB-200. `target_seed1` and `target_seed2` are the same design drawn with other task seeds.
@@ -47,11 +47,14 @@ def target_config_name(task_seed: int) -> str:
 class EmbeddedParts(tfds.core.GeneratorBasedBuilder):
     """Creatures made of parts; source and target label one vocabulary differently."""
 
-    VERSION = tfds.core.Version("1.0.0")
-    RELEASE_NOTES = {"1.0.0": "First release."}
+    VERSION = tfds.core.Version("4.0.0")
+    RELEASE_NOTES = {"1.0.0": "First release (candidate 1).",
+                     "2.0.0": "Source classes: body shape, head shape and body colour (candidate 2).",
+                     "3.0.0": "Textures in a darker shade of the part's colour (candidate 3).",
+                     "4.0.0": "Source classes: the body's and the head's colours (candidate 4)."}
     BUILDER_CONFIGS = [
-        EmbeddedPartsConfig(name="source", task="source", train_per_class=80, test_per_class=10,
-                            description="Pre-training task: 144 body plans x body textures."),
+        EmbeddedPartsConfig(name="source", task="source", train_per_class=160, test_per_class=15,
+                            description="Pre-training task: 56 (body colour, head colour) pairs."),
     ] + [
         EmbeddedPartsConfig(name=target_config_name(seed), task="target", task_seed=seed,
                             description=f"Target task (task seed {seed}): 64 species, 8 genera.")

@@ -209,7 +209,26 @@ def regime_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     return [dataclasses.replace(config, seed=seed) for seed in seeds for config in configs]
 
 
-PLANS = {"calibration": calibration_runs, "claims": claims_runs, "depth": depth_runs, "regime": regime_runs}
+# The headline on an accepted task (issue 26), fixed before any of its runs: every row of one seed
+# back to back (so each wall-time ratio compares runs made together), the paper's comparison first.
+HEADLINE_ROWS = (("full_training", None, "exact", None), ("elastic_training", 0.533, "paper", None),
+                 ("static_top_training", 0.533, "paper", None), ("traditional_tl_training", None, "exact", None),
+                 ("bn_plus_bias_training", None, "exact", None), ("static_top_training", 0.7, "exact", None),
+                 ("elastic_training", 0.4, "paper", None), ("elastic_training", 0.5, "exact", None),
+                 ("elastic_training", 0.7, "exact", None)) + METHOD_CONFIGS
+
+
+def headline_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
+    """Every row of the headline table, seed by seed."""
+    if PROTOCOLS[model_name]["learning_rate"] is None:
+        raise UserError(f"the {model_name} protocol has no learning rate yet: run the calibration plan and "
+                        f"write its choice into experiments/study_plans.py")
+    configs = [Run(scheme, 0, rho=rho, rho_mode=mode, gradient_filter=gf) for scheme, rho, mode, gf in HEADLINE_ROWS]
+    return [dataclasses.replace(config, seed=seed) for seed in seeds for config in configs]
+
+
+PLANS = {"calibration": calibration_runs, "claims": claims_runs, "depth": depth_runs, "regime": regime_runs,
+         "headline": headline_runs}
 
 
 def plan_runs(plan: str, model_name: str, seeds: Sequence[int]) -> List[Run]:

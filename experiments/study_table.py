@@ -77,6 +77,9 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
         rows.append({
             "config": name, "seeds": len(runs),
             "best_accuracy": mean_std(accuracies),
+            # model selection on the validation split (None for runs made without one)
+            "selected_accuracy": mean_std([run.get("test_accuracy_at_best_val") for run in runs]),
+            "validation_accuracy": mean_std([run.get("best_val_accuracy") for run in runs]),
             "accuracies": accuracies,
             "relative_accuracy": mean_std(accuracies)[0] / full_best,
             "final_accuracy": mean_std([run["final_test_accuracy"] for run in runs]),
@@ -97,16 +100,17 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
 
 def markdown(rows: List[Dict], target: float) -> str:
     """The claims table in markdown."""
-    lines = [f"| run | seeds | best acc % | / full | wall s | step ratio (live) | compile + selection | peak MB | "
+    lines = [f"| run | seeds | test acc % at val-best epoch | best val acc % | best test acc % (original) | / full | wall s | step ratio (live) | compile + selection | peak MB | "
              f"s to {100 * target:.1f} % | speedup (wall) | speedup to {100 * target:.1f} % | paper acc % / speedup |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         reach = (plus_minus(row["time_to_target"], digits=0) + ("" if row["reached"] == row["seeds"]
                                                            else f" ({row['reached']}/{row['seeds']} reached)")
                  if row["reached"] else "never")
         to_target = f"{row['speedup_to_target']:.2f}x" if row["speedup_to_target"] else "-"
         paper = f"{row['paper'][0]:.1f} / {row['paper'][1]:.2f}x" if row["paper"] else ""
-        lines.append(f"| {row['config']} | {row['seeds']} | {plus_minus(row['best_accuracy'], 100)} | "
+        lines.append(f"| {row['config']} | {row['seeds']} | {plus_minus(row['selected_accuracy'], 100)} | "
+                     f"{plus_minus(row['validation_accuracy'], 100)} | {plus_minus(row['best_accuracy'], 100)} | "
                      f"{row['relative_accuracy']:.2f} | {plus_minus(row['train_seconds'], digits=0)} | {plus_minus(row['step_ratio'], digits=2)} | "
                      f"{plus_minus(row['overhead_share'], 100)} % | {plus_minus(row['peak_memory'], digits=0)} | {reach} | {row['speedup']:.2f}x | {to_target} | {paper} |")
     return "\n".join(lines) + "\n"
@@ -163,11 +167,12 @@ def learning_rate_groups(groups: Dict[str, List[Dict]]) -> Dict[str, Dict[str, L
 
 
 def write_table(plan: str, model_name: str, directory: str, output: Optional[str], figure_path: str,
-                appendix: Optional[Callable[[List[Dict]], str]] = None) -> int:
+                appendix: Optional[Callable[[Dict[str, List[Dict]], List[Dict]], str]] = None) -> int:
     """Print the table of a study's results, write it to `output` (if given), draw the figure.
 
     The calibration plan gets one table per learning rate, each against full training at that rate.
-    `appendix(rows)`, when given, adds a section below the table (the depth plan's analysis).
+    `appendix(groups, rows)`, when given, adds a section below the table (the depth and regime
+    plans' readings, assembled by the caller).
     """
     groups = load_results(directory)
     if not groups:
@@ -176,7 +181,10 @@ def write_table(plan: str, model_name: str, directory: str, output: Optional[str
     sections, all_rows = [], []
     parts = learning_rate_groups(groups) if plan == "calibration" else {"": groups}
     for rate, part in parts.items():
-        rows, target = summarize_groups(part, f"full_training_lr{rate}" if rate else "full_training")
+        reference = f"full_training_lr{rate}" if rate else "full_training"
+        if reference not in part:  # a rate only training from scratch was tried at
+            reference = sorted(part)[0]
+        rows, target = summarize_groups(part, reference)
         sections.append((f"learning rate {rate}\n\n" if rate else "") + markdown(rows, target))
         all_rows += rows
     table = "\n".join(sections)
@@ -184,7 +192,7 @@ def write_table(plan: str, model_name: str, directory: str, output: Optional[str
     plot(groups, all_rows, target, f"{model_name}: {plan} study on the embedded dataset", figure_path)
     print(f"figure: {figure_path} (and .pdf)")
     if appendix:
-        table += "\n" + appendix(all_rows)
+        table += "\n" + appendix(groups, all_rows)
     if output:
         atomic_write_text(output, table)
     return 0

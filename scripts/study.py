@@ -25,8 +25,8 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from experiments.runner import train_all
-from experiments.study_plans import (PLANS, PROTOCOLS, TASKS, Run, plan_runs, profiler_arguments, require_backbone,
-                                     study_key)
+from experiments.study_plans import (PLANS, PROTOCOLS, REGIME_BLOCK_RANGES, TASKS, Run, plan_runs, profiler_arguments,
+                                     require_backbone, study_key)
 from utils import UserError, atomic_write_json, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -140,6 +140,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("plan", choices=sorted(PLANS),
                         help="calibration: the baselines under candidate protocols (chooses the proxy); "
                              "regime: the baselines that decide whether a task is in the paper's regime; "
+                             "headline: every scheme of issue 26's table, seed by seed; "
                              "claims: every scheme under the chosen protocol; depth: each stage of the "
                              "network trained alone, deeper static tops and the headline again, on one "
                              "backbone (mobilenetv2)")
@@ -157,6 +158,20 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def depth_appendix(model_name: str, figure_path: str, groups: Dict[str, List[Dict]], rows: List[Dict]) -> str:
+    """The depth plan's reading below its table (and its accuracy-by-depth figure)."""
+    from experiments.study_depth import depth_section
+    return depth_section(rows, model_name, figure_path)
+
+
+def regime_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List[Dict]) -> str:
+    """The regime plan's verdict below its table, printed too."""
+    from experiments.study_regime import regime_section
+    section = regime_section(groups, *REGIME_BLOCK_RANGES[PROTOCOLS[model_name]["model_name"]])
+    print(section)
+    return section
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     args.model_name = study_key(args.task, args.model_name)
@@ -166,10 +181,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     directory = results_dir(args.model_name, args.plan)
     figure = os.path.join(ROOT, "figures", f"study_{args.plan}_{args.model_name}.png")
     by_depth = os.path.splitext(figure)[0] + "_depth.png"
-    appendix = None
-    if args.plan == "depth":  # the depth plan's analysis below its table
-        from experiments.study_depth import depth_section
-        appendix = functools.partial(depth_section, model_name=args.model_name, figure_path=by_depth)
+    appendix = {"depth": functools.partial(depth_appendix, args.model_name, by_depth),  # readings below the table
+                "regime": functools.partial(regime_appendix, args.model_name)}.get(args.plan)
     write_table(args.plan, args.model_name, directory, args.output or directory + ".md", figure, appendix)
     shutil.copyfile(figure, directory + ".png")
     if args.plan == "depth" and os.path.exists(by_depth):  # the accuracy-by-depth figure, kept in git

@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import data
-from data import embedded_shapes, shapes_render
+from data import embedded_shapes, parts_render, shapes_render
 from utils import UserError
 
 PAPER_DATASETS = {"caltech_birds2011": 200, "oxford_iiit_pet": 37, "stanford_dogs": 120}
@@ -193,3 +193,50 @@ def test_image_folder_needs_its_splits(tmp_path):
     (tmp_path / "train").mkdir()
     with pytest.raises(UserError, match="has no test folder"):
         data.load("image_folder", "train", 4, 32, str(tmp_path))
+
+
+def test_parts_target_species_are_arrangements_of_their_genus_pool():
+    species = parts_render.target_species(0)
+    assert len(species) == 64 and len(set(species)) == 64
+    genera = {}
+    for creature in species:
+        genera.setdefault(creature.plan, []).append(creature)
+    assert len(genera) == 8 and all(len(members) == 8 for members in genera.values())
+    for members in genera.values():
+        pools = {frozenset(member.looks) for member in members}
+        assert len(pools) == 1  # every species of a genus shows the same four appearances ...
+        pool = next(iter(pools))
+        assert len({look.colour for look in pool}) == 4 and {look.texture for look in pool} == {0, 1, 2, 3}
+        assert len({member.looks for member in members}) == 8  # ... on other parts
+    assert parts_render.target_species(1) != species  # another task seed, another draw
+    assert parts_render.target_species(0) == species
+
+
+def test_parts_source_shows_every_element_of_the_target():
+    classes = parts_render.source_classes()
+    assert len(classes) == len(set(classes)) == 56
+    seen = {"plan": set(), "look": set()}
+    for index in range(3000):
+        rng = parts_render.instance_rng(0, "source", "train", index)
+        creature = parts_render.sample_source(classes[index % len(classes)], rng)
+        seen["plan"] |= {("body", creature.plan.body), ("head", creature.plan.head),
+                         ("wings", creature.plan.wings), ("tail", creature.plan.tail)}
+        seen["look"] |= {(part, look.colour, look.texture) for part, look in zip(parts_render.PARTS, creature.looks)}
+        assert creature.looks[0].colour == classes[index % len(classes)].body_colour
+        assert creature.looks[1].colour == classes[index % len(classes)].head_colour
+    for creature in parts_render.target_species(0):
+        assert {("body", creature.plan.body), ("head", creature.plan.head), ("wings", creature.plan.wings),
+                ("tail", creature.plan.tail)} <= seen["plan"]
+        assert {(part, look.colour, look.texture) for part, look in zip(parts_render.PARTS, creature.looks)} <= seen["look"]
+
+
+def test_parts_renderer_is_deterministic_and_registered():
+    creature = parts_render.target_species(0)[5]
+    first = parts_render.render(creature, 64, parts_render.instance_rng(0, "target", "train", 5))
+    again = parts_render.render(creature, 64, parts_render.instance_rng(0, "target", "train", 5))
+    other = parts_render.render(creature, 64, parts_render.instance_rng(0, "target", "train", 6))
+    assert first.dtype == np.uint8 and first.shape == (64, 64, 3)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)
+    assert data.num_classes("embedded_parts") == 64 and data.num_classes("embedded_parts_source") == 56
+    assert data.num_classes("embedded_parts_seed2") == 64

@@ -18,22 +18,73 @@ from utils import UserError  # noqa: E402
 
 @pytest.fixture
 def protocol(monkeypatch):
-    monkeypatch.setitem(study_plans.PROTOCOLS["mobilenetv2"], "learning_rate", 0.01)
-    monkeypatch.setitem(study_plans.PROTOCOLS["mobilenetv2"], "scratch_learning_rate", 0.03)  # the regime plan's
+    for key in ("mobilenetv2", "parts_mobilenetv2"):
+        monkeypatch.setitem(study_plans.PROTOCOLS[key], "learning_rate", 0.01)
+        monkeypatch.setitem(study_plans.PROTOCOLS[key], "scratch_learning_rate", 0.03)
 
 
-def test_every_planned_run_parses_with_the_real_cli(protocol):
+@pytest.mark.parametrize("key", ["mobilenetv2", "parts_mobilenetv2"])
+def test_every_planned_run_parses_with_the_real_cli(protocol, key):
     import main
 
     for plan in study_plans.PLANS:
-        runs = study_plans.plan_runs(plan, "mobilenetv2", [0, 1, 2])
+        runs = study_plans.plan_runs(plan, key, [0, 1, 2])
         assert len({run.name for run in runs}) == len(runs)  # names identify results
         for run in runs:
-            args = main.parse_args(study.main_arguments("mobilenetv2", run, "logs/x"))
+            args = main.parse_args(study.main_arguments(key, run, "logs/x"))
             assert args.train_type == run.train_type and args.seed == run.seed and args.run_name == run.name
+            assert args.model_name == "mobilenetv2"
+            assert args.dataset_name == study_plans.PROTOCOLS[key]["dataset_name"]
+            assert args.val_fraction == study_plans.PROTOCOLS[key]["val_fraction"]
             if run.rho is not None:
                 assert (args.rho, args.rho_mode) == (run.rho, run.rho_mode)
             assert args.block_range == run.block_range
+
+
+def test_study_keys_by_task():
+    assert study_plans.study_key("shapes", "mobilenetv2") == "mobilenetv2"
+    assert study_plans.study_key("parts", "mobilenetv2") == "parts_mobilenetv2"
+    assert study_plans.task_of("parts_mobilenetv2") == "parts" and study_plans.task_of("resnet50") == "shapes"
+    with pytest.raises(UserError, match="no resnet50 study on the parts task"):
+        study_plans.study_key("parts", "resnet50")
+
+
+def test_regime_plan_runs_the_criteria_baselines_and_the_calibration_chooses_on_validation(protocol):
+    runs = study_plans.plan_runs("regime", "parts_mobilenetv2", [0, 1, 2])
+    assert {run.config_name for run in runs} == {
+        "full_training", "full_training_lr0.03_scratch", "traditional_tl_training", "bn_plus_bias_training",
+        "block_range_training_blocks10-19", "block_range_training_blocks0-3"}
+    assert [run.seed for run in runs] == [0] * 6 + [1] * 6 + [2] * 6  # seed by seed
+    calibration = study_plans.plan_runs("calibration", "parts_mobilenetv2", [0])
+    assert [run.name for run in calibration] == [
+        "full_training_lr0.001_s0", "full_training_lr0.003_s0", "full_training_lr0.01_s0",
+        "full_training_lr0.003_scratch_s0", "full_training_lr0.01_scratch_s0", "full_training_lr0.03_scratch_s0"]
+    assert all(run.bn_mode == "train" for run in calibration if run.weights == "none")
+
+
+def _regime_summary(name, seed, selected):
+    return {"run_name": f"{name}_s{seed}", "seed": seed, "test_accuracy_at_best_val": selected}
+
+
+def test_regime_criteria_accept_only_when_every_one_holds():
+    from experiments import study_regime
+
+    def groups(accuracies):
+        return {name: [_regime_summary(name, seed, value) for seed in range(3)] for name, value in accuracies.items()}
+
+    good = {"full_training": 0.80, "full_training_lr0.03_scratch": 0.40, "traditional_tl_training": 0.60,
+            "bn_plus_bias_training": 0.70, "block_range_training_blocks10-19": 0.75,
+            "block_range_training_blocks0-3": 0.62}
+    section = study_regime.regime_section(groups(good), "10:19", "0:3")
+    assert "Verdict (criteria fixed in BENCHMARKS.md before the runs): accepted" in section
+    assert "| full from the backbone / full from scratch | 2.00 | >= 1.5 | yes |" in section
+    assert "| share of the gap BN+bias closes | 0.50 | 0.25 - 0.70 | yes |" in section
+    stem = {**good, "block_range_training_blocks0-3": 0.70}  # the stem closes half the gap
+    assert "| share of the gap blocks 0:3 alone close | 0.50 | <= 0.30 | no |" in \
+        study_regime.regime_section(groups(stem), "10:19", "0:3")
+    assert study_regime.regime_section(groups(stem), "10:19", "0:3").endswith("rejected\n")
+    partial = {k: v for k, v in good.items() if k != "bn_plus_bias_training"}
+    assert "incomplete: share of the gap BN+bias closes" in study_regime.regime_section(groups(partial), "10:19", "0:3")
 
 
 def test_depth_plan_trains_every_stage_once_and_the_stages_tile_the_network(protocol):
@@ -141,10 +192,16 @@ def test_claims_table_means_targets_and_speedups(tmp_path):
     assert elastic["overhead_share"][0] == pytest.approx(2.0 / 15)
     assert by_name["traditional_tl_training"]["reached"] == 0
     table = study_table.markdown(rows, target)
-    assert "| elastic_training_rho0.533_paper | 2 | 80.5 ± 0.7 | 0.99 |" in table
+    assert "| elastic_training_rho0.533_paper | 2 | - | - | 80.5 ± 0.7 | 0.99 |" in table  # no validation split
     assert "68.5 / 2.35x" in table and "never" in table
     assert "| 1100 ± 141 |" in table  # peak MB of the elastic runs; "-" for runs that did not record it
-    assert table.splitlines()[2].split(" | ")[7] == "-"
+    assert table.splitlines()[2].split(" | ")[9] == "-"
+    for seed, (validation, selected) in enumerate(((0.7, 0.78), (0.72, 0.80))):  # runs with a validation split
+        path = tmp_path / f"full_training_s{seed}.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "best_val_accuracy": validation,
+                                    "test_accuracy_at_best_val": selected}))
+    rows, target = study_table.summarize_groups(study_table.load_results(str(tmp_path)))
+    assert "| full_training | 2 | 79.0 ± 1.4 | 71.0 ± 1.4 | 81.0 ± 1.4 | 1.00 |" in study_table.markdown(rows, target)
 
 
 def test_table_cli_writes_markdown_and_figure(tmp_path, monkeypatch):
