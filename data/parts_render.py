@@ -30,6 +30,8 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from data.shapes_render import coverage, frame
+
 COLOURS = ("red", "orange", "yellow", "green", "cyan", "blue", "purple", "white")
 PALETTE = np.array([(215, 40, 40), (240, 135, 30), (235, 215, 50), (60, 175, 60), (50, 200, 210),
                     (45, 80, 215), (140, 60, 200), (240, 240, 235)], dtype=np.float32)
@@ -133,19 +135,6 @@ def sample_source(cls: SourceClass, rng: np.random.Generator) -> Species:
 
 # ----------------------------------------------------------------------------------- drawing
 
-def _frame(grid_x: np.ndarray, grid_y: np.ndarray, centre: np.ndarray, scale: float,
-           angle: float) -> Tuple[np.ndarray, np.ndarray]:
-    """Image coordinates in a part's frame: x along `angle`, in units of `scale`."""
-    cos, sin = np.cos(angle), np.sin(angle)
-    dx, dy = grid_x - centre[0], grid_y - centre[1]
-    return (cos * dx + sin * dy) / scale, (-sin * dx + cos * dy) / scale
-
-
-def _coverage(field: np.ndarray, scale: float, pixel: float) -> np.ndarray:
-    """Anti-aliased 0..1 coverage from a signed field (< 0 inside, in units of `scale`)."""
-    return np.clip(0.5 - field * scale / pixel, 0.0, 1.0)
-
-
 def _triangle(x: np.ndarray, y: np.ndarray, half_width: float) -> np.ndarray:
     """Isosceles triangle from x = -1 (base, half-width `half_width`) to its apex at x = 1."""
     width = half_width * (1 - x) / 2
@@ -230,7 +219,7 @@ def render(creature: Species, size: int, rng: np.random.Generator) -> np.ndarray
     def paint(field: np.ndarray, scale: float, look: Appearance, u: np.ndarray, v: np.ndarray,
               light: float) -> None:
         nonlocal image
-        cover = _coverage(field, scale, pixel)[..., None]
+        cover = coverage(field, scale, pixel)[..., None]
         offset = rng.uniform(0, TEXTURE_PERIOD, 2)
         mix = _texture(TEXTURES[look.texture], u * scale + offset[0], v * scale + offset[1])[..., None]
         base = _jitter(PALETTE[look.colour], rng, 0.12) * light
@@ -240,7 +229,7 @@ def render(creature: Species, size: int, rng: np.random.Generator) -> np.ndarray
     for _ in range(rng.integers(0, 3)):
         centre = rng.uniform(0.55, 0.9) * np.array([np.cos(a := rng.uniform(0, 2 * np.pi)), np.sin(a)])
         scale = rng.uniform(0.08, 0.14)
-        u, v = _frame(grid_x, grid_y, centre, scale, rng.uniform(0, 2 * np.pi))
+        u, v = frame(grid_x, grid_y, centre, scale, rng.uniform(0, 2 * np.pi))
         shape = HEAD_SHAPES[rng.integers(len(HEAD_SHAPES))]
         paint(_part_field("head", shape, u, v), scale, _random_look(rng, int(rng.integers(len(TEXTURES)))),
               u, v, 1.0)
@@ -257,13 +246,13 @@ def render(creature: Species, size: int, rng: np.random.Generator) -> np.ndarray
         (px, py), relative, direction = _LAYOUT[name]
         where = centre + scale * np.array([cos * px - sin * py, sin * px + cos * py])
         part_scale = scale * relative * rng.uniform(0.92, 1.08)
-        u, v = _frame(grid_x, grid_y, where, part_scale, angle + direction + rng.uniform(-0.15, 0.15))
+        u, v = frame(grid_x, grid_y, where, part_scale, angle + direction + rng.uniform(-0.15, 0.15))
         paint(_part_field(part, shape, u, v), part_scale, look, u, v, light)
 
     for name in ("wing+", "wing-"):
         attached(name, WING_SHAPES[plan.wings], "wings", wing_look)
     attached("tail", TAIL_SHAPES[plan.tail], "tail", tail_look)
-    u, v = _frame(grid_x, grid_y, centre, scale, angle)
+    u, v = frame(grid_x, grid_y, centre, scale, angle)
     paint(_part_field("body", BODY_SHAPES[plan.body], u, v), scale, body_look, u, v, light)
     attached("head", HEAD_SHAPES[plan.head], "head", head_look)
 

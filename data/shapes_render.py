@@ -128,15 +128,15 @@ def _pattern_field(kind: str, u: np.ndarray, v: np.ndarray, frequency: float) ->
     return np.clip(0.5 + 2.5 * wave, 0.0, 1.0)
 
 
-def _frame(rng: np.random.Generator, grid_x: np.ndarray, grid_y: np.ndarray, centre, scale: float,
-           angle: float) -> Tuple[np.ndarray, np.ndarray]:
+def frame(grid_x: np.ndarray, grid_y: np.ndarray, centre, scale: float,
+          angle: float) -> Tuple[np.ndarray, np.ndarray]:
     """Coordinates of the image grid in a rotated, scaled object frame."""
     cos, sin = np.cos(angle), np.sin(angle)
     dx, dy = grid_x - centre[0], grid_y - centre[1]
     return (cos * dx + sin * dy) / scale, (-sin * dx + cos * dy) / scale
 
 
-def _coverage(field: np.ndarray, scale: float, pixel: float) -> np.ndarray:
+def coverage(field: np.ndarray, scale: float, pixel: float) -> np.ndarray:
     """Anti-aliased 0..1 coverage of a shape from its field (one pixel of soft edge)."""
     return np.clip(0.5 - field * scale / pixel, 0.0, 1.0)
 
@@ -161,17 +161,17 @@ def render(species: Species, size: int, rng: np.random.Generator) -> np.ndarray:
 
     # Clutter: distractor shapes in random colours and patterns, some behind the creature.
     for _ in range(rng.integers(1, 4)):
-        u, v = _frame(rng, grid_x, grid_y, rng.uniform(-0.9, 0.9, 2), rng.uniform(0.12, 0.3),
+        u, v = frame(grid_x, grid_y, rng.uniform(-0.9, 0.9, 2), rng.uniform(0.12, 0.3),
                       rng.uniform(0, 2 * np.pi))
-        cover = _coverage(_shape_field(SHAPES[rng.integers(len(SHAPES))], u, v), 0.2, pixel)
+        cover = coverage(_shape_field(SHAPES[rng.integers(len(SHAPES))], u, v), 0.2, pixel)
         image += cover[..., None] * (_jitter(PALETTE[rng.integers(len(PALETTE))], rng, 0.3) - image)
 
     # The creature: body with its pattern, and the part attached at the body's front.
     scale = rng.uniform(0.38, 0.58)
     centre = rng.uniform(-0.3, 0.3, 2)
     angle = rng.uniform(0, 2 * np.pi)
-    u, v = _frame(rng, grid_x, grid_y, centre, scale, angle)
-    body = _coverage(_shape_field(SHAPES[species.shape], u, v), scale, pixel)
+    u, v = frame(grid_x, grid_y, centre, scale, angle)
+    body = coverage(_shape_field(SHAPES[species.shape], u, v), scale, pixel)
     phase = rng.uniform(-1, 1, 2)
     mix = _pattern_field(PATTERNS[species.pattern], u + phase[0], v + phase[1],
                          FREQUENCIES[species.frequency])[..., None]
@@ -183,8 +183,8 @@ def render(species: Species, size: int, rng: np.random.Generator) -> np.ndarray:
 
     part_scale = scale * rng.uniform(0.3, 0.4)
     part_centre = centre + scale * 1.05 * np.array([np.cos(angle), np.sin(angle)])
-    pu, pv = _frame(rng, grid_x, grid_y, part_centre, part_scale, angle + rng.uniform(-0.4, 0.4))
-    part = _coverage(_shape_field(PARTS[species.part], pu, pv), part_scale, pixel)
+    pu, pv = frame(grid_x, grid_y, part_centre, part_scale, angle + rng.uniform(-0.4, 0.4))
+    part = coverage(_shape_field(PARTS[species.part], pu, pv), part_scale, pixel)
     image += part[..., None] * (_jitter(PALETTE[species.part_colour], rng, 0.15) - image)
 
     image += rng.normal(0, 6, image.shape)
