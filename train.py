@@ -3,6 +3,7 @@ mask) and never asks which scheme it runs (the schemes live in the `schemes` pac
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -140,151 +141,217 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     `val_data` every epoch is also evaluated on it, and model selection (the saved best weights,
     the summary's epoch) uses validation accuracy instead of test accuracy.
     """
-    setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
-                           steps_per_epoch * config.num_epochs)
-    setup.optimizer._create_all_weights(model.trainable_weights)  # slots exist, so checkpoints restore them
-    steps = StepCache(model, setup.optimizer)
-    context = Context(model, setup, config, steps_per_epoch, train_data, profile, steps)
-    epochs = context.train_data
-    scheme: Scheme = SCHEMES[config.train_type](context)
-    steps.penalty = scheme.penalty
-    evaluate = make_evaluator(model)
-    checkpoints = RunCheckpoints(outputs.run_dir, model, setup.optimizer)
-    state = LoopState()
-    if resume:
-        saved = checkpoints.restore()
-        state = LoopState(**{k: v for k, v in saved.items() if k in LoopState.__dataclass_fields__})
-        state.sessions += 1
-        scheme.load_state(state.scheme)
-        outputs.resume(saved["saved_at"], state.step, state.masks)
-        logging.info("resuming %s at epoch %d, step %d (%.1f s of training so far)", config.run_name,
-                     state.epoch + 1, state.step, state.train_seconds)
-    else:
-        outputs.save_config(config)
-        if not scheme.due(0):  # a fixed selection: show it once
-            outputs.selection_mask(0, scheme.mask)
-            state.masks.append(scheme.mask.tolist())
+    loop = Loop(config, model, train_data, steps_per_epoch, outputs, profile, resume_command)
+    loop.start(resume)
+    with StopRequest() as stop:
+        while loop.state.epoch < config.num_epochs:
+            totals = loop.train_epoch(stop)
+            loop.end_epoch(totals, loop.evaluate_epoch(test_data, val_data))
+            if stop.signal_number and loop.state.epoch < config.num_epochs:
+                raise loop.interrupted(stop.signal_number, f"at the end of epoch {loop.state.epoch}; checkpoint written")
+    return loop.summary()
 
-    def save_checkpoint() -> str:
+
+class Stopwatch:
+    """A run's training seconds: those carried over (earlier epochs and sessions) plus the time
+    since this segment started, pauses (checkpoints) excluded."""
+
+    def __init__(self, carried_seconds: float):
+        self.carried, self.started = carried_seconds, time.perf_counter()
+
+    def seconds(self) -> float:
+        return self.carried + time.perf_counter() - self.started
+
+    @contextlib.contextmanager
+    def paused(self):
+        begin = time.perf_counter()
+        yield
+        self.started += time.perf_counter() - begin
+
+
+class Loop:
+    """The steps one run's loop is made of, and the state it carries (LoopState, checkpointed)."""
+
+    def __init__(self, config: TrainConfig, model: tf.keras.Model, train_data, steps_per_epoch: int,
+                 outputs: RunOutputs, profile: Optional[Dict], resume_command: str):
+        self.config, self.model, self.outputs, self.profile = config, model, outputs, profile
+        self.steps_per_epoch, self.resume_command = steps_per_epoch, resume_command
+        self.setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
+                                    steps_per_epoch * config.num_epochs)
+        self.setup.optimizer._create_all_weights(model.trainable_weights)  # slots exist, so checkpoints restore them
+        self.steps = StepCache(model, self.setup.optimizer)
+        context = Context(model, self.setup, config, steps_per_epoch, train_data, profile, self.steps)
+        self.epochs = context.train_data
+        self.scheme: Scheme = SCHEMES[config.train_type](context)
+        self.steps.penalty = self.scheme.penalty
+        self.evaluate = make_evaluator(model)
+        self.checkpoints = RunCheckpoints(outputs.run_dir, model, self.setup.optimizer)
+        self.state = LoopState()
+        self.batch = None  # the last batch trained: the final reference timing runs on it
+
+    def start(self, resume: bool) -> None:
+        """Restore the latest checkpoint (resume), or record the new run's configuration."""
+        state, scheme = self.state, self.scheme
+        if resume:
+            saved = self.checkpoints.restore()
+            self.state = state = LoopState(**{k: v for k, v in saved.items() if k in LoopState.__dataclass_fields__})
+            state.sessions += 1
+            scheme.load_state(state.scheme)
+            self.outputs.resume(saved["saved_at"], state.step, state.masks)
+            logging.info("resuming %s at epoch %d, step %d (%.1f s of training so far)", self.config.run_name,
+                         state.epoch + 1, state.step, state.train_seconds)
+        else:
+            self.outputs.save_config(self.config)
+            if not scheme.due(0):  # a fixed selection: show it once
+                self.outputs.selection_mask(0, scheme.mask)
+                state.masks.append(scheme.mask.tolist())
+
+    def save_checkpoint(self) -> str:
         start = time.perf_counter()
-        path = checkpoints.save(dataclasses.asdict(dataclasses.replace(state, scheme=scheme.state())))
-        state.checkpoint_seconds += time.perf_counter() - start
+        path = self.checkpoints.save(dataclasses.asdict(dataclasses.replace(self.state, scheme=self.scheme.state())))
+        self.state.checkpoint_seconds += time.perf_counter() - start
         return path
 
-    batch = None
-    with StopRequest() as stop:
-        while state.epoch < config.num_epochs:
-            epoch = state.epoch
-            totals = state.epoch_totals or {"loss_sum": 0.0, "correct": 0, "seen": 0, "step_ms": [], "outside_ms": []}
-            state.epoch_totals = totals
-            segment_start = previous_end = time.perf_counter()
-            base_seconds = state.train_seconds
-            bar = tqdm(epochs.epoch(epoch, skip=state.position), total=steps_per_epoch, initial=state.position,
-                       desc=f"epoch {epoch + 1}/{config.num_epochs}", unit="step", dynamic_ncols=True,
-                       disable=None)  # no bar when not a terminal
-            for images, labels in bar:
-                if scheme.due(state.step):
-                    start = time.perf_counter()
-                    info = scheme.reselect(state.step)
-                    state.selection_seconds.append(time.perf_counter() - start)
-                    outputs.scalars(state.step, {**info, "elastic/selection_overhead_ms": 1000 * state.selection_seconds[-1]})
-                    outputs.selection_mask(state.step, scheme.mask)
-                    state.masks.append(scheme.mask.tolist())
-                fresh = not steps.has(scheme.mask)  # its first call traces and compiles the step
-                trainer = steps.get(scheme.mask)
-                start = time.perf_counter()
-                totals["outside_ms"].append((start - previous_end) * 1000)
-                loss, logits = trainer(images, labels)
-                loss_value = float(loss)  # also waits for the step to finish
-                step_ms = (time.perf_counter() - start) * 1000
-                if not math.isfinite(loss_value):
-                    outputs.writer.flush()
-                    last_good = os.path.join(outputs.run_dir, "last_good.h5")
-                    kept = (f"the last good weights (end of epoch {epoch}) are kept in {last_good}"
-                            if epoch and os.path.exists(last_good) else "no epoch finished, so there are no weights to keep")
-                    raise TrainingDiverged(f"the loss became {loss_value} at step {state.step + 1} (epoch "
-                                           f"{epoch + 1}); training stopped and {kept}. Try a lower "
-                                           f"--learning_rate.")
-                if fresh:
-                    state.first_call_ms.append(step_ms)
-                else:
-                    scheme.observe_step(step_ms)
-                    totals["step_ms"].append(step_ms)
-                totals["loss_sum"] += loss_value * len(labels)
-                totals["correct"] += int(np.sum(np.argmax(logits.numpy(), axis=-1) == labels.numpy()))
-                totals["seen"] += len(labels)
-                state.step += 1
-                state.position += 1
-                batch = (images, labels)
-                bar.set_postfix(loss=f"{totals['loss_sum'] / totals['seen']:.3f}",
-                                acc=f"{totals['correct'] / totals['seen']:.3f}", refresh=False)
-                state.train_seconds = base_seconds + time.perf_counter() - segment_start
-                periodic = (config.checkpoint_every and state.step % config.checkpoint_every == 0
-                            and state.position < steps_per_epoch)  # the epoch's end has its own
-                if periodic or stop.signal_number:  # on a signal, before the epoch's evaluation
-                    outputs.writer.flush()
-                    paused = time.perf_counter()
-                    path = save_checkpoint()
+    def interrupted(self, signal_number: int, where: str) -> "RunInterrupted":
+        return RunInterrupted(f"stopped by {signal.Signals(signal_number).name} {where}. Continue with: "
+                              f"{self.resume_command}", signal_number)
+
+    def reselect_if_due(self) -> None:
+        """The scheme's new selection when one is due (probe and DP are training time)."""
+        state, scheme = self.state, self.scheme
+        if not scheme.due(state.step):
+            return
+        start = time.perf_counter()
+        info = scheme.reselect(state.step)
+        state.selection_seconds.append(time.perf_counter() - start)
+        self.outputs.scalars(state.step, {**info, "elastic/selection_overhead_ms": 1000 * state.selection_seconds[-1]})
+        self.outputs.selection_mask(state.step, scheme.mask)
+        state.masks.append(scheme.mask.tolist())
+
+    def train_step(self, images, labels, totals: Dict, previous_end: float) -> None:
+        """One step of the current selection, timed; its loss and accuracy added to `totals`."""
+        state, scheme = self.state, self.scheme
+        fresh = not self.steps.has(scheme.mask)  # its first call traces and compiles the step
+        trainer = self.steps.get(scheme.mask)
+        start = time.perf_counter()
+        totals["outside_ms"].append((start - previous_end) * 1000)
+        loss, logits = trainer(images, labels)
+        loss_value = float(loss)  # also waits for the step to finish
+        step_ms = (time.perf_counter() - start) * 1000
+        if not math.isfinite(loss_value):
+            raise self.diverged(loss_value)
+        if fresh:
+            state.first_call_ms.append(step_ms)
+        else:
+            scheme.observe_step(step_ms)
+            totals["step_ms"].append(step_ms)
+        totals["loss_sum"] += loss_value * len(labels)
+        totals["correct"] += int(np.sum(np.argmax(logits.numpy(), axis=-1) == labels.numpy()))
+        totals["seen"] += len(labels)
+        state.step += 1
+        state.position += 1
+        self.batch = (images, labels)
+
+    def diverged(self, loss_value: float) -> TrainingDiverged:
+        epoch = self.state.epoch
+        self.outputs.writer.flush()
+        last_good = os.path.join(self.outputs.run_dir, "last_good.h5")
+        kept = (f"the last good weights (end of epoch {epoch}) are kept in {last_good}"
+                if epoch and os.path.exists(last_good) else "no epoch finished, so there are no weights to keep")
+        return TrainingDiverged(f"the loss became {loss_value} at step {self.state.step + 1} (epoch {epoch + 1}); "
+                                f"training stopped and {kept}. Try a lower --learning_rate.")
+
+    def train_epoch(self, stop: StopRequest) -> Dict:
+        """The current epoch's remaining steps; returns its totals. A checkpoint every
+        `checkpoint_every` steps, and on a signal, after which it raises RunInterrupted."""
+        config, state = self.config, self.state
+        epoch = state.epoch
+        totals = state.epoch_totals or {"loss_sum": 0.0, "correct": 0, "seen": 0, "step_ms": [], "outside_ms": []}
+        state.epoch_totals = totals
+        clock = Stopwatch(state.train_seconds)
+        previous_end = clock.started
+        bar = tqdm(self.epochs.epoch(epoch, skip=state.position), total=self.steps_per_epoch, initial=state.position,
+                   desc=f"epoch {epoch + 1}/{config.num_epochs}", unit="step", dynamic_ncols=True,
+                   disable=None)  # no bar when not a terminal
+        for images, labels in bar:
+            self.reselect_if_due()
+            self.train_step(images, labels, totals, previous_end)
+            bar.set_postfix(loss=f"{totals['loss_sum'] / totals['seen']:.3f}",
+                            acc=f"{totals['correct'] / totals['seen']:.3f}", refresh=False)
+            state.train_seconds = clock.seconds()
+            periodic = (config.checkpoint_every and state.step % config.checkpoint_every == 0
+                        and state.position < self.steps_per_epoch)  # the epoch's end has its own
+            if periodic or stop.signal_number:  # on a signal, before the epoch's evaluation
+                self.outputs.writer.flush()
+                with clock.paused():  # checkpointing is not training time
+                    path = self.save_checkpoint()
                     if stop.signal_number:
                         bar.close()
-                        raise RunInterrupted(
-                            f"stopped by {signal.Signals(stop.signal_number).name} at step {state.step} (epoch "
-                            f"{epoch + 1}, {state.position}/{steps_per_epoch}); checkpoint {path}. Continue "
-                            f"with: {resume_command}", stop.signal_number)
-                    segment_start += time.perf_counter() - paused  # checkpointing is not training time
-                previous_end = time.perf_counter()
-            state.train_seconds = base_seconds + time.perf_counter() - segment_start  # with the epoch's tail
-            bar.close()
-            state.step_ms += totals["step_ms"]
-            evaluation_start = time.perf_counter()
-            metrics = evaluate(test_data)
-            if val_data is not None:
-                metrics.update(evaluate(val_data, "validation"))
-            state.evaluation_seconds += time.perf_counter() - evaluation_start
-            state.best_accuracy = max(state.best_accuracy, metrics["test/accuracy"])
-            selected = metrics["validation/accuracy" if val_data is not None else "test/accuracy"]
-            if selected > state.best_selected:  # the first epoch of the best, as summarize() picks
-                state.best_selected = selected
-                if config.save_model:
-                    outputs.save_best(model)
-            outputs.checkpoint(model)
-            seen = max(totals["seen"], 1)
-            state.history.append({"epoch": epoch + 1, "train_seconds": state.train_seconds,
-                                  "test_accuracy": metrics["test/accuracy"], "train_loss": totals["loss_sum"] / seen,
-                                  **({"val_accuracy": metrics["validation/accuracy"]} if val_data is not None else {})})
-            outputs.scalars(state.step, {
-                "train/accuracy": totals["correct"] / seen, "train/classification_loss": totals["loss_sum"] / seen,
-                "train/learning_rate": float(setup.learning_rate(state.step)),
-                "time/step_ms": float(np.median(totals["step_ms"])) if totals["step_ms"] else 0.0,
-                "time/between_steps_ms": float(np.median(totals["outside_ms"])) if totals["outside_ms"] else 0.0,
-                "time/compile_seconds": compile_seconds(state.first_call_ms, state.step_ms),
-                "time/selection_seconds": sum(state.selection_seconds),
-                "time/overhead_share": overhead_share(compile_seconds(state.first_call_ms, state.step_ms),
-                                                      state.selection_seconds, state.train_seconds),
-                "time/evaluation_seconds": state.evaluation_seconds,
-                "time/train_seconds": state.train_seconds, **metrics})
-            validation = (f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%, "
-                          if val_data is not None else "")
-            logging.info("epoch %d/%d: %stest accuracy %.2f%% (best %.2f%%), %.1f s of training",
-                         epoch + 1, config.num_epochs, validation, 100 * metrics["test/accuracy"],
-                         100 * state.best_accuracy, state.train_seconds)
-            state.epoch, state.position, state.epoch_totals = epoch + 1, 0, {}
-            save_checkpoint()
-            if stop.signal_number and state.epoch < config.num_epochs:
-                raise RunInterrupted(
-                    f"stopped by {signal.Signals(stop.signal_number).name} at the end of epoch {state.epoch}; "
-                    f"checkpoint written. Continue with: {resume_command}", stop.signal_number)
-    reference = {}
-    if batch is None:  # resumed after the last epoch's checkpoint: time the reference on a fresh batch
-        batch = next(iter(epochs.epoch(0)))
-    if config.reference_steps and not scheme.mask.all():
-        reference = measure_reference(steps, setup.optimizer, scheme.mask, batch, config.reference_steps)
-    summary = summarize(config, profile, state.best_accuracy, state.train_seconds, state.selection_seconds,
-                        state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
-                        state.evaluation_seconds, state.history, reference)
-    summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions,
-                   selection_parts=dict(scheme.overhead))
-    return summary
+                        raise self.interrupted(stop.signal_number, f"at step {state.step} (epoch {epoch + 1}, "
+                                               f"{state.position}/{self.steps_per_epoch}); checkpoint {path}")
+            previous_end = time.perf_counter()
+        state.train_seconds = clock.seconds()  # with the epoch's tail
+        bar.close()
+        state.step_ms += totals["step_ms"]
+        return totals
+
+    def evaluate_epoch(self, test_data: tf.data.Dataset, val_data: Optional[tf.data.Dataset]) -> Dict[str, float]:
+        """Test (and validation) loss and accuracy; not training time."""
+        start = time.perf_counter()
+        metrics = self.evaluate(test_data)
+        if val_data is not None:
+            metrics.update(self.evaluate(val_data, "validation"))
+        self.state.evaluation_seconds += time.perf_counter() - start
+        return metrics
+
+    def end_epoch(self, totals: Dict, metrics: Dict[str, float]) -> None:
+        """Model selection, the epoch's history, scalars and log line, and its checkpoint."""
+        config, state, outputs = self.config, self.state, self.outputs
+        epoch, validated = state.epoch, "validation/accuracy" in metrics
+        state.best_accuracy = max(state.best_accuracy, metrics["test/accuracy"])
+        selected = metrics["validation/accuracy" if validated else "test/accuracy"]
+        if selected > state.best_selected:  # the first epoch of the best, as summarize() picks
+            state.best_selected = selected
+            if config.save_model:
+                outputs.save_best(self.model)
+        outputs.checkpoint(self.model)
+        seen = max(totals["seen"], 1)
+        state.history.append({"epoch": epoch + 1, "train_seconds": state.train_seconds,
+                              "test_accuracy": metrics["test/accuracy"], "train_loss": totals["loss_sum"] / seen,
+                              **({"val_accuracy": metrics["validation/accuracy"]} if validated else {})})
+        compiling = compile_seconds(state.first_call_ms, state.step_ms)
+        outputs.scalars(state.step, {
+            "train/accuracy": totals["correct"] / seen, "train/classification_loss": totals["loss_sum"] / seen,
+            "train/learning_rate": float(self.setup.learning_rate(state.step)),
+            "time/step_ms": float(np.median(totals["step_ms"])) if totals["step_ms"] else 0.0,
+            "time/between_steps_ms": float(np.median(totals["outside_ms"])) if totals["outside_ms"] else 0.0,
+            "time/compile_seconds": compiling,
+            "time/selection_seconds": sum(state.selection_seconds),
+            "time/overhead_share": overhead_share(compiling, state.selection_seconds, state.train_seconds),
+            "time/evaluation_seconds": state.evaluation_seconds,
+            "time/train_seconds": state.train_seconds, **metrics})
+        validation = f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%, " if validated else ""
+        logging.info("epoch %d/%d: %stest accuracy %.2f%% (best %.2f%%), %.1f s of training",
+                     epoch + 1, config.num_epochs, validation, 100 * metrics["test/accuracy"],
+                     100 * state.best_accuracy, state.train_seconds)
+        state.epoch, state.position, state.epoch_totals = epoch + 1, 0, {}
+        self.save_checkpoint()
+
+    def summary(self) -> Dict:
+        """The run's summary, with the final selection timed against a full step now."""
+        config, state, scheme = self.config, self.state, self.scheme
+        batch = self.batch
+        if batch is None:  # resumed after the last epoch's checkpoint: time the reference on a fresh batch
+            batch = next(iter(self.epochs.epoch(0)))
+        reference = {}
+        if config.reference_steps and not scheme.mask.all():
+            reference = measure_reference(self.steps, self.setup.optimizer, scheme.mask, batch, config.reference_steps)
+        summary = summarize(config, self.profile, state.best_accuracy, state.train_seconds, state.selection_seconds,
+                            state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
+                            state.evaluation_seconds, state.history, reference)
+        summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions,
+                       selection_parts=dict(scheme.overhead))
+        return summary
 
 
 def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:
