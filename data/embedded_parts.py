@@ -47,12 +47,13 @@ def target_config_name(task_seed: int) -> str:
 class EmbeddedParts(tfds.core.GeneratorBasedBuilder):
     """Creatures made of parts; source and target label one vocabulary differently."""
 
-    VERSION = tfds.core.Version("5.0.0")
+    VERSION = tfds.core.Version("6.0.0")
     RELEASE_NOTES = {"1.0.0": "First release (candidate 1).",
                      "2.0.0": "Source classes: body shape, head shape and body colour (candidate 2).",
                      "3.0.0": "Textures in a darker shade of the part's colour (candidate 3).",
                      "4.0.0": "Source classes: the body's and the head's colours (candidate 4).",
-                     "5.0.0": "Target: 30 training images a class instead of 50 (candidate 5)."}
+                     "5.0.0": "Target: 30 training images a class instead of 50 (candidate 5).",
+                     "6.0.0": "Busier backgrounds: 2-4 larger loose parts (candidate 6)."}
     BUILDER_CONFIGS = [
         EmbeddedPartsConfig(name="source", task="source", train_per_class=160, test_per_class=15,
                             description="Pre-training task: 56 (body colour, head colour) pairs."),

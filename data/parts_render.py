@@ -42,6 +42,11 @@ WING_SHAPES = ("round", "pointed", "broad")
 TAIL_SHAPES = ("fan", "fork", "spike")
 PARTS = ("body", "head", "wings", "tail")
 TEXTURE_PERIOD = 0.17  # in image units (the image spans 2): about 5.5 px at 64 px
+# Loose parts behind each creature: (fewest, most, smallest and largest scale in image units).
+# Candidates 1-5 drew 0-2 heads of 0.08-0.14; candidate 6 draws 2-4 heads or wings of 0.10-0.22,
+# nuisance a backbone learns to ignore from the source's many images and a network trained from
+# scratch must learn from the target's few.
+CLUTTER = (2, 4, 0.10, 0.22)
 
 
 TEXTURE_SHADE = 0.55  # a texture is drawn in the part's colour times this
@@ -225,14 +230,15 @@ def render(creature: Species, size: int, rng: np.random.Generator) -> np.ndarray
         base = _jitter(PALETTE[look.colour], rng, 0.12) * light
         image = image + cover * (base * (1 - mix * (1 - TEXTURE_SHADE)) - image)
 
-    # Clutter: small blobs painted with random appearances, away from the centre.
-    for _ in range(rng.integers(0, 3)):
-        centre = rng.uniform(0.55, 0.9) * np.array([np.cos(a := rng.uniform(0, 2 * np.pi)), np.sin(a)])
-        scale = rng.uniform(0.08, 0.14)
+    # Clutter: loose parts painted with random appearances, behind the creature (CLUTTER).
+    fewest, most, smallest, largest = CLUTTER
+    for _ in range(rng.integers(fewest, most + 1)):
+        centre = rng.uniform(0.45, 0.95) * np.array([np.cos(a := rng.uniform(0, 2 * np.pi)), np.sin(a)])
+        scale = rng.uniform(smallest, largest)
         u, v = frame(grid_x, grid_y, centre, scale, rng.uniform(0, 2 * np.pi))
-        shape = HEAD_SHAPES[rng.integers(len(HEAD_SHAPES))]
-        paint(_part_field("head", shape, u, v), scale, _random_look(rng, int(rng.integers(len(TEXTURES)))),
-              u, v, 1.0)
+        part, shapes = (("head", HEAD_SHAPES), ("wings", WING_SHAPES))[int(rng.integers(2))]
+        paint(_part_field(part, shapes[rng.integers(len(shapes))], u, v), scale,
+              _random_look(rng, int(rng.integers(len(TEXTURES)))), u, v, 1.0)
 
     scale = rng.uniform(0.34, 0.44)
     centre = rng.uniform(-0.22, 0.22, 2)
