@@ -41,7 +41,8 @@ PROTOCOLS: Dict[str, Dict] = {
                               batch_size=32, num_epochs=12, interval=4, bn_mode="frozen",
                               weights="saved_models/source_parts_mobilenetv2_64.h5",
                               learning_rate=0.003, scratch_learning_rate=0.01,  # candidate 6's calibration,
-                              val_fraction=0.1),  # on validation (candidate 5's chose the same)
+                              val_fraction=0.1),  # on validation (5's chose the same); both rejected: the
+                              # next candidate recalibrates (set None) before its regime plan
 }
 
 
