@@ -30,7 +30,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from data.shapes_render import coverage, frame
+from data.shapes_render import coverage, frame, lit_gradient, pixel_grid
 
 COLOURS = ("red", "orange", "yellow", "green", "cyan", "blue", "purple", "white")
 PALETTE = np.array([(215, 40, 40), (240, 135, 30), (235, 215, 50), (60, 175, 60), (50, 200, 210),
@@ -212,14 +212,8 @@ _LAYOUT = {"head": ((1.05, 0.0), 0.42, 0.0), "tail": ((-1.2, 0.0), 0.5, np.pi),
 
 def render(creature: Species, size: int, rng: np.random.Generator) -> np.ndarray:
     """Draw one instance of `creature` as a (size, size, 3) uint8 image."""
-    pixel = 2.0 / size
-    axis = (np.arange(size, dtype=np.float32) + 0.5) * pixel - 1.0
-    grid_x, grid_y = np.meshgrid(axis, axis)
-
-    tint = rng.uniform(50, 190, size=(2, 3)).astype(np.float32)
-    ramp_angle = rng.uniform(0, 2 * np.pi)
-    ramp = 0.5 + 0.5 * (np.cos(ramp_angle) * grid_x + np.sin(ramp_angle) * grid_y)
-    image = tint[0] * ramp[..., None] + tint[1] * (1 - ramp[..., None])
+    pixel, grid_x, grid_y = pixel_grid(size)
+    image = lit_gradient(grid_x, grid_y, rng, 50, 190)
 
     def paint(field: np.ndarray, scale: float, look: Appearance, u: np.ndarray, v: np.ndarray,
               light: float) -> None:

@@ -145,17 +145,29 @@ def _jitter(colour: np.ndarray, rng: np.random.Generator, amount: float) -> np.n
     return np.clip(colour * rng.uniform(1 - amount, 1 + amount) + rng.normal(0, 12, 3), 0, 255)
 
 
-def render(species: Species, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Draw one instance of `species` as a (size, size, 3) uint8 image."""
+def pixel_grid(size: int) -> Tuple[float, np.ndarray, np.ndarray]:
+    """(pixel width, x, y) of a size x size image spanning [-1, 1] in image units."""
     pixel = 2.0 / size
     axis = (np.arange(size, dtype=np.float32) + 0.5) * pixel - 1.0
     grid_x, grid_y = np.meshgrid(axis, axis)
+    return pixel, grid_x, grid_y
 
-    # Background: a lit gradient between two muted colours plus a faint texture.
-    tint = rng.uniform(60, 200, size=(2, 3)).astype(np.float32)
+
+def lit_gradient(grid_x: np.ndarray, grid_y: np.ndarray, rng: np.random.Generator, low: float,
+                 high: float) -> np.ndarray:
+    """A background lit as a gradient between two random colours with channels in [low, high)."""
+    tint = rng.uniform(low, high, size=(2, 3)).astype(np.float32)
     ramp_angle = rng.uniform(0, 2 * np.pi)
     ramp = 0.5 + 0.5 * (np.cos(ramp_angle) * grid_x + np.sin(ramp_angle) * grid_y)
-    image = tint[0] * ramp[..., None] + tint[1] * (1 - ramp[..., None])
+    return tint[0] * ramp[..., None] + tint[1] * (1 - ramp[..., None])
+
+
+def render(species: Species, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw one instance of `species` as a (size, size, 3) uint8 image."""
+    pixel, grid_x, grid_y = pixel_grid(size)
+
+    # Background: a lit gradient between two muted colours plus a faint texture.
+    image = lit_gradient(grid_x, grid_y, rng, 60, 200)
     texture_f = rng.uniform(2, 6)
     image += 18 * np.sin(texture_f * (grid_x * rng.normal() + grid_y * rng.normal()) * np.pi)[..., None]
 
