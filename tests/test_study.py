@@ -58,7 +58,8 @@ def test_regime_plan_runs_the_criteria_baselines_and_the_calibration_chooses_on_
     calibration = study_plans.plan_runs("calibration", "parts_mobilenetv2", [0])
     assert [run.name for run in calibration] == [
         "full_training_lr0.001_s0", "full_training_lr0.003_s0", "full_training_lr0.01_s0",
-        "full_training_lr0.003_scratch_s0", "full_training_lr0.01_scratch_s0", "full_training_lr0.03_scratch_s0"]
+        "full_training_lr0.003_scratch_s0", "full_training_lr0.01_scratch_s0", "full_training_lr0.03_scratch_s0",
+        "full_training_lr0.1_scratch_s0"]
     assert all(run.bn_mode == "train" for run in calibration if run.weights == "none")
 
 
