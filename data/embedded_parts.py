@@ -6,7 +6,8 @@ Registered with TFDS as `embedded_parts`; `tfds.builder("embedded_parts/target")
 - `source`: 56 classes (the body's colour x the head's colour), 160 train + 15 test images
   each: the pre-training task, standing in for ImageNet.
 - `target`: 64 classes (8 genera x 8 species; a species is an arrangement of its genus's four
-  appearances over the four parts), 15 train + 30 test each: the fine-grained task, standing in
+  appearances over the four parts; sister species share the body's and head's looks and swap the
+  wings' and tail's), 15 train + 30 test each: the fine-grained task, standing in
   for CUB-200 (about 30 training images a class; these images are far simpler than birds, so
   candidate 7 of BENCHMARKS.md halves that). `target_seed1` and `target_seed2` are the same design drawn with other task seeds.
 """
@@ -34,11 +35,12 @@ class EmbeddedPartsConfig(tfds.core.BuilderConfig):
     test_per_class: int = 30
     genera: int = 8
     species_per_genus: int = 8
+    sister_pairs: bool = True  # species in pairs that differ by the wings' and tail's looks (candidate 8)
 
     def classes(self) -> List[Union[parts_render.SourceClass, parts_render.Species]]:
         if self.task == "source":
             return parts_render.source_classes()
-        return parts_render.target_species(self.task_seed, self.genera, self.species_per_genus)
+        return parts_render.target_species(self.task_seed, self.genera, self.species_per_genus, self.sister_pairs)
 
 
 def target_config_name(task_seed: int) -> str:
@@ -48,14 +50,15 @@ def target_config_name(task_seed: int) -> str:
 class EmbeddedParts(tfds.core.GeneratorBasedBuilder):
     """Creatures made of parts; source and target label one vocabulary differently."""
 
-    VERSION = tfds.core.Version("7.0.0")
+    VERSION = tfds.core.Version("8.0.0")
     RELEASE_NOTES = {"1.0.0": "First release (candidate 1).",
                      "2.0.0": "Source classes: body shape, head shape and body colour (candidate 2).",
                      "3.0.0": "Textures in a darker shade of the part's colour (candidate 3).",
                      "4.0.0": "Source classes: the body's and the head's colours (candidate 4).",
                      "5.0.0": "Target: 30 training images a class instead of 50 (candidate 5).",
                      "6.0.0": "Busier backgrounds: 2-4 larger loose parts (candidate 6).",
-                     "7.0.0": "Candidate 5's backgrounds; target: 15 training images a class (candidate 7)."}
+                     "7.0.0": "Candidate 5's backgrounds; target: 15 training images a class (candidate 7).",
+                     "8.0.0": "Target species in sister pairs: same body and head, wings and tail swapped (candidate 8)."}
     BUILDER_CONFIGS = [
         EmbeddedPartsConfig(name="source", task="source", train_per_class=160, test_per_class=15,
                             description="Pre-training task: 56 (body colour, head colour) pairs."),

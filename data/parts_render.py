@@ -15,8 +15,11 @@ darker shade of that colour. The two tasks label this one vocabulary differently
   shapes); it owns a pool of four appearances (four different colours, the four textures), and a
   species is which appearance sits on which part — a permutation of its genus's pool. Every
   species of a genus shows the same colours and textures; only their places differ, as bird
-  species are new arrangements of colours and patterns on the same parts. The shift from source
-  to target is in the labels (new compositions of known elements), not in the images' elements.
+  species are new arrangements of colours and patterns on the same parts. Species come in sister
+  pairs (candidate 8 on): sisters share the body's and the head's appearance, the source's
+  labels, and differ by a swap of the wings' and the tail's, as sister bird species often differ
+  in wing and tail pattern alone. The shift from source to target is in the labels (new
+  compositions of known elements), not in the images' elements.
 
 The target's classes are drawn from a `task_seed`, so a study can be repeated on another draw of
 the task. Class attributes are invariant to flips and rotations (the models' augmentation); each
@@ -122,26 +125,42 @@ def _random_look(rng: np.random.Generator, texture: int, colour: Optional[int] =
     return Appearance(int(rng.integers(len(COLOURS))) if colour is None else colour, texture)
 
 
-def target_species(task_seed: int, genera: int = 8, species_per_genus: int = 8) -> List[Species]:
+def target_species(task_seed: int, genera: int = 8, species_per_genus: int = 8,
+                   sister_pairs: bool = True) -> List[Species]:
     """The target task's classes, drawn from `task_seed` (class index = list position).
 
     Each genus is a distinct body plan with a pool of four appearances: four different colours,
     each of the four textures once. Its species are distinct permutations of the pool over the parts.
+    With `sister_pairs` (candidate 8 on), they come in pairs of *sister species* that share the
+    body's and the head's appearance and swap the wings' and the tail's, so neither the body's nor
+    the head's look alone tells sisters apart; without (candidates 1-7), any permutations.
     """
     plans = [Plan(*p) for p in itertools.product(range(len(BODY_SHAPES)), range(len(HEAD_SHAPES)),
                                                   range(len(WING_SHAPES)), range(len(TAIL_SHAPES)))]
     permutations = list(itertools.permutations(range(len(PARTS))))
     if genera > len(plans) or species_per_genus > len(permutations):
         raise ValueError(f"at most {len(plans)} genera of {len(permutations)} species each exist")
+    if sister_pairs and species_per_genus % 2:
+        raise ValueError(f"sister species come in pairs: species_per_genus must be even, not {species_per_genus}")
+    # (body, head) of a sister pair: ordered pairs of pool positions; wings and tail take the other two
+    fronts = list(itertools.permutations(range(len(PARTS)), 2))
     rng = np.random.default_rng([task_seed, 2026])
     species = []
     for plan_index in rng.choice(len(plans), size=genera, replace=False):
         colours = rng.choice(len(COLOURS), size=len(PARTS), replace=False)
         textures = rng.permutation(len(TEXTURES))
         pool = [Appearance(int(colour), int(texture)) for colour, texture in zip(colours, textures)]
-        for order in sorted(rng.choice(len(permutations), size=species_per_genus, replace=False)):
-            looks = tuple(pool[i] for i in permutations[order])
-            species.append(Species(plans[int(plan_index)], looks))
+        if sister_pairs:
+            orders = []
+            for pick in sorted(rng.choice(len(fronts), size=species_per_genus // 2, replace=False)):
+                body, head = fronts[pick]
+                wings, tail = (i for i in range(len(PARTS)) if i not in (body, head))
+                orders += [(body, head, wings, tail), (body, head, tail, wings)]
+        else:
+            orders = [permutations[order] for order in
+                      sorted(rng.choice(len(permutations), size=species_per_genus, replace=False))]
+        for order in orders:
+            species.append(Species(plans[int(plan_index)], tuple(pool[i] for i in order)))
     return species
 
 

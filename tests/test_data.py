@@ -212,6 +212,23 @@ def test_parts_target_species_are_arrangements_of_their_genus_pool():
     assert parts_render.target_species(0) == species
 
 
+def test_parts_sister_species_share_body_and_head_and_swap_wings_and_tail():
+    species = parts_render.target_species(0)
+    for first, second in zip(species[0::2], species[1::2]):
+        assert first.plan == second.plan and first.looks[:2] == second.looks[:2]
+        assert first.looks[2:] == second.looks[:1:-1]  # wings <-> tail
+    fronts = [creature.looks[:2] for creature in species]
+    assert len(set(fronts)) == 32  # every (body, head) look is shared by exactly one pair
+    # candidates 1-7 drew any permutations: the same body plans (the first genus's pool too; the
+    # draws part after it), few sister pairs
+    free = parts_render.target_species(0, sister_pairs=False)
+    assert [c.plan for c in free] == [c.plan for c in species]
+    assert {frozenset(c.looks) for c in free[:8]} == {frozenset(c.looks) for c in species[:8]}
+    assert len({creature.looks[:2] for creature in free}) > 32
+    with pytest.raises(ValueError, match="pairs"):
+        parts_render.target_species(0, species_per_genus=7)
+
+
 def test_parts_source_shows_every_element_of_the_target():
     classes = parts_render.source_classes()
     assert len(classes) == len(set(classes)) == 56
