@@ -26,16 +26,28 @@ def top_config(rho: float) -> str:
     return f"static_top_training_rho{rho:g}_exact"
 
 
+def measure(rows: List[Dict]) -> str:
+    """The accuracy the reading uses: test accuracy at the validation-best epoch when every run
+    had a validation split (the label-space task), else the best test accuracy (the original's)."""
+    selected = all(None not in row.get("selected_accuracies", [None]) for row in rows)
+    return "selected" if selected else "best"
+
+
+def per_seed(row: Dict, kind: str) -> List[float]:
+    return row["selected_accuracies"] if kind == "selected" else row["accuracies"]
+
+
 def gap_recovered(rows: List[Dict]) -> Dict[str, tuple]:
-    """Per config, (accuracy − TL's) / (full's − TL's) over its seeds' best accuracies (mean ± std),
-    TL's and full training's taken as their means over seeds."""
+    """Per config, (accuracy − TL's) / (full's − TL's) over its seeds' accuracies (mean ± std; the
+    accuracy of `measure`), TL's and full training's taken as their means over seeds."""
     by_name = {row["config"]: row for row in rows}
     if FLOOR not in by_name or CEILING not in by_name:
         raise UserError(f"the gap needs {FLOOR} and {CEILING} results")
-    low, high = by_name[FLOOR]["best_accuracy"][0], by_name[CEILING]["best_accuracy"][0]
+    kind = measure(rows)
+    low, high = by_name[FLOOR][kind + "_accuracy"][0], by_name[CEILING][kind + "_accuracy"][0]
     if high <= low:
         raise UserError(f"{CEILING} ({100 * high:.1f} %) is not above {FLOOR} ({100 * low:.1f} %): there is no gap")
-    return {row["config"]: mean_std([(accuracy - low) / (high - low) for accuracy in row["accuracies"]])
+    return {row["config"]: mean_std([(accuracy - low) / (high - low) for accuracy in per_seed(row, kind)])
             for row in rows}
 
 
@@ -75,8 +87,9 @@ def plot_depth(rows: List[Dict], gaps: Dict[str, tuple], title: str, path: str) 
 
     figure, axes = plt.subplots(figsize=(8.5, 5.5))
     by_name = {row["config"]: row for row in rows}
+    key = measure(rows) + "_accuracy"
     for name, line in ((CEILING, "-"), (FLOOR, "--")):
-        accuracy = 100 * by_name[name]["best_accuracy"][0]
+        accuracy = 100 * by_name[name][key][0]
         axes.axhline(accuracy, color="grey", linestyle=line, linewidth=0.9, label=f"{name} ({accuracy:.1f} %)")
     families = (("block_range_training", "one stage alone", "tab:blue", "s"),
                 ("static_top_training", "contiguous top (static top)", "tab:green", "^"),
@@ -86,13 +99,15 @@ def plot_depth(rows: List[Dict], gaps: Dict[str, tuple], title: str, path: str) 
         members = sorted((row for row in rows if row["config"].startswith(prefix)
                           and math.isfinite(row["step_ratio"][0])), key=lambda row: row["step_ratio"][0])
         for index, row in enumerate(members):
-            x, y = row["step_ratio"][0], 100 * row["best_accuracy"][0]
-            axes.errorbar(x, y, xerr=row["step_ratio"][1], yerr=100 * row["best_accuracy"][1], fmt=marker,
+            x, y = row["step_ratio"][0], 100 * row[key][0]
+            axes.errorbar(x, y, xerr=row["step_ratio"][1], yerr=100 * row[key][1], fmt=marker,
                           color=color, capsize=3, label=label if index == 0 else None)
             tag = row["config"].replace(prefix, "").strip("_").replace("blocks", "blocks ") or prefix
             axes.annotate(f"{tag} ({gaps[row['config']][0]:.2f})", (x, y), textcoords="offset points",
                           xytext=(5, 4 - 9 * (index % 2)), fontsize=7, color=color)  # neighbours alternate
-    axes.set(xlabel="step time / full step (live, mean ± std)", ylabel="best test accuracy (%, mean ± std)",
+    axes.set(xlabel="step time / full step (live, mean ± std)",
+             ylabel=("test accuracy at the validation-best epoch" if key == "selected_accuracy" else "best test accuracy")
+             + " (%, mean ± std)",
              title=title + "\n(in brackets: share of the full-vs-TL gap recovered)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8, loc="upper left")
@@ -105,18 +120,20 @@ def plot_depth(rows: List[Dict], gaps: Dict[str, tuple], title: str, path: str) 
 
 def depth_section(rows: List[Dict], model_name: str, figure_path: str) -> str:
     """The reading in markdown (each config's step ratio, accuracy and gap recovered, then the
-    rule's verdict); draws the figure when full training and traditional TL have results."""
-    from experiments.study_plans import DEPTH_STAGES, DEPTH_STATIC_TOPS
+    rule's verdict); draws the figure when full training and traditional TL have results.
+    `model_name`: the study's key (parts_mobilenetv2 is MobileNetV2 on the parts task)."""
+    from experiments.study_plans import DEPTH_STAGES, DEPTH_STATIC_TOPS, PROTOCOLS
 
-    verdict = depth_verdict(rows, DEPTH_STAGES[model_name], DEPTH_STATIC_TOPS)
+    verdict = depth_verdict(rows, DEPTH_STAGES[PROTOCOLS[model_name]["model_name"]], DEPTH_STATIC_TOPS)
     names = {row["config"] for row in rows}
     if FLOOR not in names or CEILING not in names:
         return f"Rule (BENCHMARKS.md, fixed before the runs): {verdict}\n"
     gaps = gap_recovered(rows)
-    lines = ["| run | step ratio (live) | best acc % | share of the full-vs-TL gap recovered |",
-             "|---|---:|---:|---:|"]
+    key = measure(rows) + "_accuracy"
+    lines = [f"| run | step ratio (live) | {'test acc % at val-best epoch' if key == 'selected_accuracy' else 'best acc %'}"
+             " | share of the full-vs-TL gap recovered |", "|---|---:|---:|---:|"]
     for row in sorted(rows, key=lambda row: row["step_ratio"][0] if math.isfinite(row["step_ratio"][0]) else 1.0):
-        lines.append(f"| {row['config']} | {plus_minus(row['step_ratio'], digits=2)} | {plus_minus(row['best_accuracy'], 100)} | "
+        lines.append(f"| {row['config']} | {plus_minus(row['step_ratio'], digits=2)} | {plus_minus(row[key], 100)} | "
                      f"{plus_minus(gaps[row['config']], digits=2)} |")
     plot_depth(rows, gaps, f"{model_name}: where fine-tuning's accuracy lives", figure_path)
     text = "\n".join(lines) + f"\n\nRule (BENCHMARKS.md, fixed before the runs): {verdict}\n"

@@ -81,6 +81,7 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
             "selected_accuracy": mean_std([run.get("test_accuracy_at_best_val") for run in runs]),
             "validation_accuracy": mean_std([run.get("best_val_accuracy") for run in runs]),
             "accuracies": accuracies,
+            "selected_accuracies": [run.get("test_accuracy_at_best_val") for run in runs],
             "relative_accuracy": mean_std(accuracies)[0] / full_best,
             "final_accuracy": mean_std([run["final_test_accuracy"] for run in runs]),
             "train_seconds": seconds,

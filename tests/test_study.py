@@ -329,6 +329,19 @@ def test_depth_reading_follows_its_rule(tmp_path):
     assert (tmp_path / "depth.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_depth_reading_uses_the_validation_selected_accuracy_when_every_run_has_one(tmp_path):
+    rows = depth_results(tmp_path / "best", [0.86, 0.74, 0.72, 0.71, 0.72], RATIOS)
+    assert study_depth.measure(rows) == "best"  # no validation split: the original's best accuracy
+    for row in rows:  # with one: test accuracy at the validation-best epoch, 0.10 below here
+        row["selected_accuracies"] = [accuracy - 0.10 for accuracy in row["accuracies"]]
+        row["selected_accuracy"] = (row["best_accuracy"][0] - 0.10, row["best_accuracy"][1])
+    assert study_depth.measure(rows) == "selected"
+    assert study_depth.gap_recovered(rows)["block_range_training_blocks0-4"][0] == pytest.approx(0.8)
+    text = study_depth.depth_section(rows, "parts_mobilenetv2", str(tmp_path / "depth.png"))  # a study key
+    assert "| block_range_training_blocks4-7 | 0.60 ± 0.00 | 64.0 ± 0.0 | 0.20 ± 0.00 |" in text
+    assert "test acc % at val-best epoch" in text
+
+
 def test_drift_benchmark_scales_every_time_of_a_profile():
     from bench import drift as bench_drift
 
