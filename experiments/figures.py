@@ -29,7 +29,8 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from experiments.runner import check_main_arguments, train_all
+from experiments import sharding
+from experiments.runner import add_distribution_flags, check_main_arguments, distribution, train_all
 from experiments.study_plans import PROTOCOLS
 from utils import UserError, atomic_write_text, run_cli
 
@@ -45,6 +46,7 @@ DATASET_TAGS = {"caltech_birds2011": "CUB200", "oxford_iiit_pet": "PET37", "stan
 # Split sizes (train, test) for estimates before a dataset is downloaded (TFDS catalog).
 SPLIT_SIZES = {"caltech_birds2011": (5994, 5794), "oxford_iiit_pet": (3680, 3669),
                "stanford_dogs": (12000, 8580)}
+EMBEDDED_SPLIT_SIZES = (2560, 1920)  # about the embedded tasks' (train, test): for the shards' balance only
 PROXY_EPOCHS, PROXY_INTERVAL = 4, 1  # the offline study's short runs (a selection every epoch)
 PROXY_MODEL = "mobilenetv2"  # stands in for ResNet50 in the single-model figures offline
 PROXY_MODELS = (PROXY_MODEL,)  # the offline study's models: a 4-epoch run of each takes minutes
@@ -329,6 +331,13 @@ def profile_key(options: Dict[str, str]) -> Tuple[str, int, int, int]:
             int(options["batch_size"]))
 
 
+def profiler_flags(options: Dict[str, str]) -> List[str]:
+    """profiler.py's flags for the profile a run's options need."""
+    key = profile_key(options)
+    return (["--model_name", key[0], "--input_size", str(key[1]), "--num_classes", str(key[2]), "--batch_size",
+             str(key[3]), "--bn_mode", "frozen"] + (["--optimizer", options["optimizer"]] if "optimizer" in options else []))
+
+
 def profile_runs(runs: Sequence[Dict[str, str]], dry_run: bool) -> Dict[Tuple, Dict]:
     """Profile each (model, input, classes, batch) of these runs' options once (profiler.py
     reuses a valid profile)."""
@@ -337,9 +346,7 @@ def profile_runs(runs: Sequence[Dict[str, str]], dry_run: bool) -> Dict[Tuple, D
         key = profile_key(options)
         if key in profiles:
             continue
-        command = [sys.executable, os.path.join(ROOT, "profiler.py"), "--model_name", key[0],
-                   "--input_size", str(key[1]), "--num_classes", str(key[2]), "--batch_size", str(key[3]),
-                   "--bn_mode", "frozen"] + (["--optimizer", options["optimizer"]] if "optimizer" in options else [])
+        command = [sys.executable, os.path.join(ROOT, "profiler.py"), *profiler_flags(options)]
         print("profile: python " + " ".join(os.path.relpath(part, ROOT) if part.startswith(ROOT) else part
                                             for part in command[1:]), flush=True)
         if dry_run:  # the estimate still uses a profile measured earlier, if there is one
@@ -373,46 +380,85 @@ def draw(plots: Sequence[Plot], config: Setting) -> List[str]:
     return written
 
 
-def run_figures(numbers: Sequence[str], ego: bool, proxy: bool, logdir: Optional[str], dry_run: bool,
-                device: str = "") -> int:
-    """Train the missing runs of one or more figures (each run once) and draw them."""
-    config = setting(proxy, logdir, device)
-    if "16" in numbers and not device:
-        print("note: Fig. 16 repeats Fig. 15's runs on a Raspberry Pi; on a machine that ran Fig. 15 "
-              "they are reused. --device NAME keeps one device's runs and figures apart")
+def experiment_cost(options: Dict[str, str]) -> float:
+    """A run's nominal cost (experiments/sharding.py), which the shards balance."""
+    train, test = SPLIT_SIZES.get(options["dataset_name"], EMBEDDED_SPLIT_SIZES)
+    return sharding.nominal_cost(options["model_name"], int(options["input_size"]), options["train_type"],
+                                 int(options["num_epochs"]), train, test,
+                                 float(options["rho"]) if "rho" in options else None, options.get("rho_mode", "exact"))
+
+
+def figure_runs(numbers: Sequence[str], ego: bool, config: Setting, quiet: bool = False
+                ) -> Tuple[Dict[str, Experiment], List[Plot]]:
+    """The runs (by the setting's run name) and plots of one or more figures, each run once."""
     experiments: Dict[str, Experiment] = {}
     plots: List[Plot] = []
     for number in dict.fromkeys(numbers):
         figure_experiments, figure_plots, notes = selected(FIGURES[number], ego, config)
-        print(f"Figure {number}{' (ego)' if ego else ''}, {config.name} setting: {FIGURES[number].description}")
-        for note in notes:
-            print(f"  note: {note}")
+        if not quiet:
+            print(f"Figure {number}{' (ego)' if ego else ''}, {config.name} setting: {FIGURES[number].description}")
+            for note in notes:
+                print(f"  note: {note}")
         for experiment in figure_experiments:
             experiments.setdefault(config.run_name(experiment), experiment)
         plots += [plot for plot in figure_plots if plot not in plots]
+    return experiments, plots
+
+
+def run_figures(numbers: Sequence[str], ego: bool, proxy: bool, logdir: Optional[str], dry_run: bool,
+                device: str = "", options: Optional[argparse.Namespace] = None) -> int:
+    """Train the missing runs of one or more figures (each run once; this shard's share) and draw
+    the figures whose runs have all finished."""
+    options = options or parse_args(["run", *numbers])
+    shard = distribution(options)
+    config = setting(proxy, logdir, device)
+    if "16" in numbers and not device:
+        print("note: Fig. 16 repeats Fig. 15's runs on a Raspberry Pi; on a machine that ran Fig. 15 "
+              "they are reused. --device NAME keeps one device's runs and figures apart")
+    experiments, plots = figure_runs(numbers, ego, config)
     jobs = [(experiment, config.options(experiment), config.flags(experiment))
             for experiment in experiments.values()]
     for experiment, _, flags in jobs:  # a renamed flag fails here, not hours in
         check_main_arguments(config.run_name(experiment), flags)
+    if shard:
+        mine = set(sharding.select([job[1]["run_name"] for job in jobs],
+                                   {job[1]["run_name"]: experiment_cost(job[1]) for job in jobs}, shard))
+        print(f"shard {shard}: {len(mine)} of the {len(jobs)} runs")
+        jobs = [job for job in jobs if job[1]["run_name"] in mine]
     todo = [job for job in jobs
             if not os.path.exists(os.path.join(ROOT, config.logdir, job[1]["run_name"], "summary.json"))]
     print(f"{len(jobs)} runs, {len(jobs) - len(todo)} finished, {len(todo)} to train; logs in {config.logdir}")
     problem = preflight([experiment for experiment, _, _ in todo], config)
+    if problem and options.executor == "ray":  # the nodes, not this driver, need the data and weights
+        print(f"note (the nodes need what this machine lacks): {problem}")
+        problem = None
     if problem and not dry_run:
         raise UserError(problem)
     if problem:
         print(f"would stop: {problem}")
-    profiles = profile_runs([options for _, options, _ in todo], dry_run or bool(problem))
+    log_root = os.path.join(ROOT, config.logdir)
+
+    def keep(name: str, summary: Dict, seconds: float) -> None:
+        sharding.record(log_root, shard, name, summary.get("ran_on", {}))
+
+    if options.executor == "ray" and todo and not dry_run:  # each node profiles itself
+        from experiments.ray_executor import train_all_ray
+        train_all_ray([(config.run_name(e), flags) for e, _, flags in todo], log_root, options.address, keep,
+                      {run["run_name"]: [["profiler.py", *profiler_flags(run)]] for _, run, _ in todo if "rho" in run},
+                      files=sorted({PROTOCOLS[e.model_name]["weights"] for e, _, _ in todo} if config.name == "proxy"
+                                   else ()),
+                      device_kind=options.device_kind, remote_root=options.remote_root, root=ROOT)
+        todo = []
+    profiles = profile_runs([run for _, run, _ in todo], dry_run or bool(problem))
     estimates = []
-    for _, options, _ in todo:
-        if profiles.get(profile_key(options)):
-            estimates.append(estimate_seconds(options, profiles[profile_key(options)],
-                                              split_sizes(options["dataset_name"])))
+    for _, run, _ in todo:
+        if profiles.get(profile_key(run)):
+            estimates.append(estimate_seconds(run, profiles[profile_key(run)], split_sizes(run["dataset_name"])))
     if len(estimates) == len(todo) and todo:
         print(f"estimated time: {sum(estimates) / 3600:.2f} h ({sum(estimates) / 60:.0f} min) for "
               f"{len(todo)} runs, from the profiles measured on this machine", flush=True)
     complete = bool(todo) and len(estimates) == len(todo)
-    train_all([(config.run_name(e), flags) for e, _, flags in todo], os.path.join(ROOT, config.logdir), dry_run,
+    train_all([(config.run_name(e), flags) for e, _, flags in todo], log_root, dry_run, on_done=keep,
               estimates=estimates if complete else None)
     if dry_run:
         print("figures: " + ", ".join(f"figures/{plot.output}.png" for plot in plots))
@@ -440,6 +486,13 @@ def claims_table(proxy: bool, logdir: Optional[str], output: Optional[str] = Non
                         f"(e.g. python scripts/figures.py run 17ac{' --proxy' if proxy else ''})")
     rows, target = study_table.summarize_groups(groups)
     table = study_table.markdown(rows, target)
+    log_root = os.path.join(ROOT, config.logdir)
+    planned = [config.run_name(experiment) for experiment in selected(FIGURES["17ac"], False, config)[0]]
+    finished = [name for name in planned if os.path.exists(os.path.join(log_root, name, "summary.json"))]
+    manifests = sharding.load_manifests(log_root)
+    _, shards = sharding.report(planned, finished, manifests)
+    if shards:
+        table += "\n\n" + shards
     print(table)
     if output:
         atomic_write_text(output, f"Claims table of the {config.name} setting's runs (one seed; "
@@ -466,6 +519,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "and its figures get the prefix NAME_, so devices' results stay apart")
     parser.add_argument("--logdir", default=None, help="where the runs live (default logs/figures/<setting>[_<device>])")
     parser.add_argument("--output", default=None, help="table: also write it to this markdown file")
+    add_distribution_flags(parser)
     parser.add_argument("--dry_run", action="store_true",
                         help="check every run's flags with main.py's parser and print the plan; train nothing")
     args = parser.parse_args(argv)
@@ -487,7 +541,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return claims_table(args.proxy, args.logdir, args.output, args.device)
     if args.device and not re.fullmatch(r"[A-Za-z0-9_-]+", args.device):
         raise UserError(f"--device {args.device!r}: use letters, digits, - and _ only (it names folders)")
-    return run_figures(args.figures, args.ego, args.proxy, args.logdir, args.dry_run, args.device)
+    return run_figures(args.figures, args.ego, args.proxy, args.logdir, args.dry_run, args.device, args)
 
 
 if __name__ == "__main__":

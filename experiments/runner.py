@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from experiments.sharding import Shard, host_name, resolve_shard
 from utils import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,6 +88,7 @@ def train_all(jobs: Sequence[Job], log_root: str, dry_run: bool,
             print("  python main.py " + " ".join(arguments))
             continue
         summary, seconds = train_one(name, arguments, log_root)
+        summary["ran_on"] = {"executor": "local", "host": host_name()}
         durations.append(seconds)
         summaries.append(summary)
         if on_done:
@@ -94,3 +96,37 @@ def train_all(jobs: Sequence[Job], log_root: str, dry_run: bool,
         print(f"  best {100 * summary['best_test_accuracy']:.1f} %, {summary['train_seconds']:.0f} s of training, "
               f"step ratio {summary['step_time_ratio_live']:.3f} (live), {seconds:.0f} s in all", flush=True)
     return summaries
+
+
+def add_distribution_flags(parser, by_seed: bool = False) -> None:
+    """--shard, --executor and the Ray executor's flags (scripts/study.py and scripts/figures.py;
+    `by_seed`: the study's --shard_by)."""
+    group = parser.add_argument_group("spreading runs over machines (docs/cluster.md)")
+    group.add_argument("--shard", metavar="I/N", default=None,
+                       help="run only shard I of N (1 <= I <= N): a fixed, balanced share of the plan's runs that "
+                            "every machine computes alike; under a SLURM array job it defaults to the array task's")
+    if by_seed:
+        group.add_argument("--shard_by", choices=["run", "seed"], default="run",
+                           help="seed: keep each seed's runs together in one shard (their wall-time ratios then "
+                                "compare runs made together on one machine)")
+    group.add_argument("--executor", choices=["local", "ray"], default="local",
+                       help="local: train here, one run at a time; ray: send each run to a node of a Ray cluster "
+                            "offering the elastic_trainer_device resource (needs requirements-cluster.txt)")
+    group.add_argument("--address", metavar="HOST:PORT", default=None, help="ray: the cluster's head (ray start --head)")
+    group.add_argument("--device_kind", metavar="KIND", default=None,
+                       help="ray: run on nodes offering elastic_trainer_kind:KIND only (needed when the cluster "
+                            "has several kinds of device)")
+    group.add_argument("--remote_root", metavar="PATH", default=None,
+                       help="ray: where this repository is on the nodes (default: the same path as here)")
+
+
+def distribution(args, environ=None) -> Optional[Shard]:
+    """Check the distribution flags; the shard to run (None: every run)."""
+    if args.executor == "ray" and not args.address:
+        raise UserError("--executor ray needs --address HOST:PORT, the Ray head's address (ray start --head prints it)")
+    if args.executor == "local" and (args.address or args.device_kind or args.remote_root):
+        raise UserError("--address, --device_kind and --remote_root belong to --executor ray")
+    shard = resolve_shard(args.shard, os.environ if environ is None else environ)
+    if shard and shard.source != "--shard":
+        print(f"shard {shard} (from {shard.source})", flush=True)
+    return shard

@@ -168,12 +168,13 @@ def learning_rate_groups(groups: Dict[str, List[Dict]]) -> Dict[str, Dict[str, L
 
 
 def write_table(plan: str, model_name: str, directory: str, output: Optional[str], figure_path: str,
-                appendix: Optional[Callable[[Dict[str, List[Dict]], List[Dict]], str]] = None) -> int:
+                appendix: Optional[Callable[[Dict[str, List[Dict]], List[Dict]], str]] = None, footer: str = "") -> int:
     """Print the table of a study's results, write it to `output` (if given), draw the figure.
 
     The calibration plan gets one table per learning rate, each against full training at that rate.
     `appendix(groups, rows)`, when given, adds a section below the table (the depth and regime
-    plans' readings, assembled by the caller).
+    plans' readings, assembled by the caller); `footer`, when given, goes last (printed too): which
+    machines ran the runs, and runs missing or finished twice (experiments/sharding.py).
     """
     groups = load_results(directory)
     if not groups:
@@ -194,6 +195,9 @@ def write_table(plan: str, model_name: str, directory: str, output: Optional[str
     print(f"figure: {figure_path} (and .pdf)")
     if appendix:
         table += "\n" + appendix(groups, all_rows)
+    if footer:
+        print(footer)
+        table += "\n\n" + footer + "\n"
     if output:
         atomic_write_text(output, table)
     return 0

@@ -16,15 +16,16 @@ import _bootstrap  # noqa: F401  (first: the repository root on sys.path, Tensor
 import argparse
 import functools
 import glob
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from experiments.runner import train_all
+from experiments.ray_node import sha256_of as file_sha256  # (standard library only, shipped to Ray nodes)
+from experiments.runner import add_distribution_flags, distribution, train_all
+from experiments.sharding import load_manifests, nominal_cost, record, report, select
 from experiments.study_plans import (PLANS, PROTOCOLS, REGIME_BLOCK_RANGES, TASKS, Run, plan_runs, profiler_arguments,
                                      require_backbone, study_key)
 from utils import UserError, atomic_write_json, run_cli
@@ -63,15 +64,6 @@ def main_arguments(model_name: str, run: Run, logdir: str) -> List[str]:
     return arguments
 
 
-def file_sha256(path: str) -> str:
-    """The file's SHA-256, hex."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def check_one_backbone(out_dir: str, sha256: str, weights: str) -> None:
     """UserError when results already in `out_dir` were fine-tuned from another source backbone
     (or before backbones were recorded): a backbone trained again by other code differs (by the
@@ -98,11 +90,27 @@ def check_one_backbone(out_dir: str, sha256: str, weights: str) -> None:
                         f"back the backbone they were made from")
 
 
-def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -> int:
-    """Train every run of the plan that has no result yet; print progress and an estimate."""
+def run_costs(model_name: str, runs: Sequence[Run]) -> Dict[str, float]:
+    """Each run's nominal cost (experiments/sharding.py): what the shards balance."""
+    protocol = PROTOCOLS[model_name]
+    return {run.name: nominal_cost(protocol["model_name"], protocol["input_size"], run.train_type,
+                                   protocol["num_epochs"], 1, 1, run.rho, run.rho_mode) for run in runs}
+
+
+def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool,
+              options: Optional[argparse.Namespace] = None) -> int:
+    """Train every run of the plan (of this shard) that has no result yet; print progress and an
+    estimate. `options`: the distribution flags (--shard, --executor ...; default local, all)."""
+    options = options or parse_args(["run", plan])
+    shard = distribution(options)
     runs = plan_runs(plan, model_name, seeds)
     out_dir, log_root = results_dir(model_name, plan), logs_dir(model_name, plan)
     python = sys.executable
+    mine = set(select([run.name for run in runs], run_costs(model_name, runs), shard,
+                      {run.name: f"seed {run.seed}" for run in runs} if options.shard_by == "seed" else None))
+    if shard:
+        print(f"shard {shard}: {len(mine)} of the plan's {len(runs)} runs")
+        runs = [run for run in runs if run.name in mine]
     todo = [run for run in runs if not os.path.exists(os.path.join(out_dir, run.name + ".json"))]
     print(f"study {plan} for {model_name}: {len(runs)} runs, {len(runs) - len(todo)} done, "
           f"{len(todo)} to go; results in {os.path.relpath(out_dir, ROOT)}")
@@ -110,11 +118,18 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -
     if any(not run.weights for run in todo) and not dry_run:
         backbone_sha256 = file_sha256(require_backbone(model_name, "the study"))
         check_one_backbone(out_dir, backbone_sha256, PROTOCOLS[model_name]["weights"])
-    profiles = {(run.bn_mode or PROTOCOLS[model_name]["bn_mode"], run.gradient_filter or (0, 0))
-                for run in todo if run.rho is not None}
-    for bn_mode, gradient_filter in sorted(profiles):
-        command = [python, os.path.join(ROOT, "profiler.py")] + profiler_arguments(model_name, bn_mode, gradient_filter
-                                                                                   if gradient_filter[0] else None)
+
+    def profile_of(run: Run) -> Tuple[str, Tuple[int, int]]:
+        return run.bn_mode or PROTOCOLS[model_name]["bn_mode"], run.gradient_filter or (0, 0)
+
+    def profiler_flags(key: Tuple[str, Tuple[int, int]]) -> List[str]:
+        return profiler_arguments(model_name, key[0], key[1] if key[1][0] else None)
+
+    profiles = {profile_of(run) for run in todo if run.rho is not None}
+    # with ray, the node that trains a run measures its own profile first
+    prepare = {run.name: [["profiler.py", *profiler_flags(profile_of(run))]] for run in todo if run.rho is not None}
+    for key in sorted(profiles) if options.executor == "local" else ():
+        command = [python, os.path.join(ROOT, "profiler.py")] + profiler_flags(key)
         print("profile:", " ".join(command[1:]))
         if not dry_run and subprocess.run(command, cwd=ROOT).returncode != 0:
             raise UserError(f"profiling failed: {' '.join(command[1:])} (its message is above)")
@@ -124,10 +139,20 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool) -
         run = next(run for run in todo if run.name == name)
         summary["command"] = "python main.py " + " ".join(main_arguments(model_name, run, "logs/study/..."))
         summary["process_seconds"] = seconds
+        if shard:
+            summary["shard"] = str(shard)
         if not run.weights:
             summary["backbone_sha256"] = backbone_sha256
         atomic_write_json(os.path.join(out_dir, name + ".json"), summary)
+        record(out_dir, shard, name, summary.get("ran_on", {}))
 
+    if options.executor == "ray" and jobs and not dry_run:
+        from experiments.ray_executor import train_all_ray
+        weights = PROTOCOLS[model_name]["weights"]
+        train_all_ray(jobs, log_root, options.address, keep, prepare,
+                      files=[weights] if any(not run.weights for run in todo) else [],
+                      device_kind=options.device_kind, remote_root=options.remote_root, root=ROOT)
+        return 0
     train_all(jobs, log_root, dry_run, on_done=keep)
     return 0
 
@@ -151,6 +176,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "the paper's regime); results go to results/study/[<task>_]<model>_<input>/")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the claims and depth plans")
     parser.add_argument("--dry_run", action="store_true", help="print the commands, train nothing")
+    add_distribution_flags(parser, by_seed=True)
     parser.add_argument("--output", default=None,
                         help="table: markdown file to write (default: results/study/<model>_<input>/"
                              "<plan>.md, kept in git with a copy of the figure, which goes to "
@@ -176,14 +202,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     args.model_name = study_key(args.task, args.model_name)
     if args.action == "run":
-        return run_study(args.plan, args.model_name, args.seeds, args.dry_run)
+        return run_study(args.plan, args.model_name, args.seeds, args.dry_run, args)
     from experiments.study_table import write_table
     directory = results_dir(args.model_name, args.plan)
     figure = os.path.join(ROOT, "figures", f"study_{args.plan}_{args.model_name}.png")
     by_depth = os.path.splitext(figure)[0] + "_depth.png"
     appendix = {"depth": functools.partial(depth_appendix, args.model_name, by_depth),  # readings below the table
                 "regime": functools.partial(regime_appendix, args.model_name)}.get(args.plan)
-    write_table(args.plan, args.model_name, directory, args.output or directory + ".md", figure, appendix)
+    planned = [run.name for run in plan_runs(args.plan, args.model_name, args.seeds)]
+    finished = [os.path.basename(path)[:-5] for path in glob.glob(os.path.join(directory, "*.json"))]
+    manifests = load_manifests(directory)
+    _, shards = report(planned, finished, manifests)
+    write_table(args.plan, args.model_name, directory, args.output or directory + ".md", figure, appendix,
+                footer=shards if manifests else "")
+    if shards and not manifests:
+        print(shards)
     shutil.copyfile(figure, directory + ".png")
     if args.plan == "depth" and os.path.exists(by_depth):  # the accuracy-by-depth figure, kept in git
         shutil.copyfile(by_depth, directory + "_by_depth.png")
