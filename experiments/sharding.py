@@ -172,7 +172,8 @@ def report(planned: Sequence[str], finished: Sequence[str], manifests: Sequence[
     for manifest in manifests:
         for run, entry in manifest["runs"].items():
             finishers.setdefault(run, []).append(f"shard {manifest['shard']} on {manifest['host']}")
-            machine = entry.get("node") or entry.get("host") or manifest["host"]
+            machine = (f"{entry['node']} (Ray node {entry['node_id']})" if entry.get("node_id")
+                       else entry.get("node") or entry.get("host") or manifest["host"])
             machines[machine] = machines.get(machine, 0) + 1
     duplicated = {run: where for run, where in finishers.items() if len(where) > 1}
     problems, lines = [], []
@@ -181,7 +182,7 @@ def report(planned: Sequence[str], finished: Sequence[str], manifests: Sequence[
     for run, where in sorted(duplicated.items()):
         problems.append(f"{run} finished more than once ({'; '.join(where)}); the result kept is the last copied")
     if machines:
-        lines.append("Ran on: " + ", ".join(f"{machine} ({count} runs)" for machine, count in sorted(machines.items()))
+        lines.append("Ran on: " + ", ".join(f"{machine}: {count} run{'s' if count != 1 else ''}" for machine, count in sorted(machines.items()))
                      + f", from {len(manifests)} manifest{'s' if len(manifests) != 1 else ''} in shards/.")
     lines += [f"- {problem}" for problem in problems]
     return problems, "\n".join(lines)

@@ -165,6 +165,9 @@ def test_shards_merge_by_copying_and_the_report_names_missing_and_twice_run_runs
     problems, text = sharding.report(names, finished, manifests)
     assert finished == names and problems == []
     assert "Ran on: host1" in text and "from 3 manifests" in text
+    ray_manifest = {"shard": "all", "host": "driver", "runs": {"run1": {"executor": "ray", "node": "vm",
+                                                                        "node_id": "0123456789ab"}}}
+    assert "Ran on: vm (Ray node 0123456789ab): 1 run," in sharding.report(names, finished, [ray_manifest])[1]
     _finish(str(merged), "run0", sharding.Shard(2, 3), "host4")  # run twice
     os.remove(merged / "run6.json")  # and one not copied back
     problems, text = sharding.report(names, [name for name in names if name != "run6"],
