@@ -44,6 +44,7 @@ class TrainConfig:
     gf_blocks: int = 0  # blocks filtered (0 when off)
     block_range: str = ""  # block_range_training's "FIRST:STOP" ("" for other schemes)
     val_fraction: float = 0.0  # share of the training split held out for validation (0: none)
+    energy_meter: str = "auto"  # energy.py's reader: none, auto, rapl, ina3221, nvml
 
     @property
     def gradient_filter(self) -> Tuple[int, int]:

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 import checkpoints
 import data
+import energy
 import models
 import profile_tables
 import selection_solver_DP as solver
@@ -127,6 +128,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
          help="continue the run named by --run_name (or the default name) in --logdir from its "
               "latest checkpoint; the other flags must be the ones it was started with")
     flag("--logdir", default="logs", help="TensorBoard logs go to <logdir>/<run_name>")
+    flag("--energy_meter", default="auto", choices=energy.METERS,
+         help="energy per epoch and per step from the device's own counter (whole device, not this process): "
+              "rapl (Linux powercap), ina3221 (Jetson power rails), nvml (NVIDIA GPUs); auto takes the first "
+              "readable one and says once when there is none; none measures nothing")
     return parser.parse_args(argv)
 
 
@@ -201,7 +206,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate,
         bn_mode=args.bn_mode, rho_mode=args.rho_mode, reference_steps=args.reference_steps,
         checkpoint_every=args.checkpoint_every, gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1],
-        block_range=block_range, val_fraction=args.val_fraction)
+        block_range=block_range, val_fraction=args.val_fraction, energy_meter=args.energy_meter)
 
 
 def check_resumable(config: TrainConfig) -> Optional[dict]:
@@ -339,8 +344,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     outputs = RunOutputs(config.logdir, config.run_name, config.model_name, config.num_classes, config.input_size)
     logging.info("run %s: logs in %s (tensorboard --logdir %s)", config.run_name, outputs.run_dir, config.logdir)
     command = resume_command(list(argv) if argv is not None else sys.argv[1:], config.run_name)
-    summary = train(config, model, train_data, test_data, steps_per_epoch, outputs, profile,
-                    resume=args.resume, resume_command=command, val_data=val_data)
+    meter = energy.open_meter(config.energy_meter, logging.info)
+    try:
+        summary = train(config, model, train_data, test_data, steps_per_epoch, outputs, profile,
+                        resume=args.resume, resume_command=command, val_data=val_data, meter=meter)
+    finally:
+        if meter:
+            meter.stop()
     summary["peak_memory_mb"] = peak_memory_mb()
     report(summary, outputs.summary(summary, config.save_txt))
     checkpoints.discard(outputs.run_dir)

@@ -20,6 +20,7 @@ from tqdm import tqdm
 import profile_tables
 from checkpoints import RunCheckpoints
 from config import TrainConfig
+from energy import Meter
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme
 from train_step import StepCache, make_optimizer, preserved_state, wall_time_samples
@@ -128,7 +129,7 @@ class LoopState:
 def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.data.Dataset,
           steps_per_epoch: int, outputs: RunOutputs, profile: Optional[Dict] = None,
           resume: bool = False, resume_command: str = "",
-          val_data: Optional[tf.data.Dataset] = None) -> Dict:
+          val_data: Optional[tf.data.Dataset] = None, meter: Optional[Meter] = None) -> Dict:
     """Train `model` with the scheme `config.train_type`; return the run's summary.
 
     Wall time (`train_seconds`) counts everything a user waits for except validation and
@@ -139,9 +140,11 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     `resume`, training continues from the run's latest checkpoint; SIGINT or SIGTERM stops it
     after the current step with a checkpoint, and the error names `resume_command`. With
     `val_data` every epoch is also evaluated on it, and model selection (the saved best weights,
-    the summary's epoch) uses validation accuracy instead of test accuracy.
+    the summary's epoch) uses validation accuracy instead of test accuracy. With an energy `meter`
+    (energy.py), each epoch's training steps are metered: joules per epoch and per step.
     """
     loop = Loop(config, model, train_data, steps_per_epoch, outputs, profile, resume_command)
+    loop.meter = meter
     loop.start(resume)
     with StopRequest() as stop:
         while loop.state.epoch < config.num_epochs:
@@ -188,6 +191,7 @@ class Loop:
         self.checkpoints = RunCheckpoints(outputs.run_dir, model, self.setup.optimizer)
         self.state = LoopState()
         self.batch = None  # the last batch trained: the final reference timing runs on it
+        self.meter = None  # energy.Meter, when the device has one
 
     def start(self, resume: bool) -> None:
         """Restore the latest checkpoint (resume), or record the new run's configuration."""
@@ -269,6 +273,8 @@ class Loop:
         totals = state.epoch_totals or {"loss_sum": 0.0, "correct": 0, "seen": 0, "step_ms": [], "outside_ms": []}
         state.epoch_totals = totals
         clock = Stopwatch(state.train_seconds)
+        joules_before = self.meter.joules() if self.meter else 0.0
+        steps_before = state.position
         previous_end = clock.started
         bar = tqdm(self.epochs.epoch(epoch, skip=state.position), total=self.steps_per_epoch, initial=state.position,
                    desc=f"epoch {epoch + 1}/{config.num_epochs}", unit="step", dynamic_ncols=True,
@@ -291,6 +297,9 @@ class Loop:
                                                f"{state.position}/{self.steps_per_epoch}); checkpoint {path}")
             previous_end = time.perf_counter()
         state.train_seconds = clock.seconds()  # with the epoch's tail
+        if self.meter:  # the device's energy over this segment of the epoch's steps
+            totals["energy_joules"] = totals.get("energy_joules", 0.0) + self.meter.joules() - joules_before
+            totals["energy_steps"] = totals.get("energy_steps", 0) + state.position - steps_before
         bar.close()
         state.step_ms += totals["step_ms"]
         return totals
@@ -316,9 +325,15 @@ class Loop:
                 outputs.save_best(self.model)
         outputs.checkpoint(self.model)
         seen = max(totals["seen"], 1)
+        energy = {}
+        if "energy_joules" in totals:
+            energy = {"energy/epoch_joules": totals["energy_joules"],
+                      "energy/joules_per_step": totals["energy_joules"] / max(totals["energy_steps"], 1)}
         state.history.append({"epoch": epoch + 1, "train_seconds": state.train_seconds,
                               "test_accuracy": metrics["test/accuracy"], "train_loss": totals["loss_sum"] / seen,
-                              **({"val_accuracy": metrics["validation/accuracy"]} if validated else {})})
+                              **({"val_accuracy": metrics["validation/accuracy"]} if validated else {}),
+                              **({"energy_joules": energy["energy/epoch_joules"],
+                                  "energy_steps": totals["energy_steps"]} if energy else {})})
         compiling = compile_seconds(state.first_call_ms, state.step_ms)
         outputs.scalars(state.step, {
             "train/accuracy": totals["correct"] / seen, "train/classification_loss": totals["loss_sum"] / seen,
@@ -329,7 +344,7 @@ class Loop:
             "time/selection_seconds": sum(state.selection_seconds),
             "time/overhead_share": overhead_share(compiling, state.selection_seconds, state.train_seconds),
             "time/evaluation_seconds": state.evaluation_seconds,
-            "time/train_seconds": state.train_seconds, **metrics})
+            "time/train_seconds": state.train_seconds, **energy, **metrics})
         validation = f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%, " if validated else ""
         logging.info("epoch %d/%d: %stest accuracy %.2f%% (best %.2f%%), %.1f s of training",
                      epoch + 1, config.num_epochs, validation, 100 * metrics["test/accuracy"],
@@ -350,8 +365,19 @@ class Loop:
                             state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
                             state.evaluation_seconds, state.history, reference)
         summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions,
-                       selection_parts=dict(scheme.overhead))
+                       selection_parts=dict(scheme.overhead), **energy_summary(state.history, self.meter))
         return summary
+
+
+def energy_summary(history: Sequence[Dict], meter) -> Dict:
+    """Training energy over the metered epochs (whole device, steps only): joules and joules per
+    step; empty when no epoch was metered."""
+    metered = [entry for entry in history if "energy_joules" in entry]
+    if not metered:
+        return {}
+    joules, steps = sum(entry["energy_joules"] for entry in metered), sum(entry["energy_steps"] for entry in metered)
+    return {"energy_meter": meter.name if meter else None, "energy_joules": joules,
+            "joules_per_step": joules / max(steps, 1), "energy_epochs_metered": len(metered)}
 
 
 def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:

@@ -6,13 +6,15 @@ selection heat map of an elastic run.
     python scripts/plot.py bars logs/figures/17ac/* --output figures/bars.png
     python scripts/plot.py bars results/study/mobilenetv2_64/claims       (a folder of summaries)
     python scripts/plot.py heatmap logs/demo/T/elastic --output figures/selection.png
+    python scripts/plot.py energy logs/figures/paper/* --output figures/energy.png   (Fig. 23)
 
 curves: any scalar tag of the runs' events against training wall time (validation excluded, the
 paper's x axis), step or epoch; several runs per plot, one panel per tag; prints each run's best
 accuracy, time and time to reach the first run's final accuracy. bars: wall time and best
 accuracy of each run (runs that differ only in their `_s<seed>` suffix are averaged, with the
 standard deviation as error bar). heatmap: which tensors each selection trained, over training
-progress (the paper's figure of selections over epochs). Every figure is written as PNG and PDF.
+progress (the paper's figure of selections over epochs). energy: training energy and energy per
+step of the runs that metered it (main.py --energy_meter), averaged like bars. Every figure is written as PNG and PDF.
 """
 from __future__ import annotations
 
@@ -220,18 +222,19 @@ def load_summaries(inputs: Sequence[str]) -> List[Dict]:
     return summaries
 
 
+def _mean_std(values: Sequence[float]) -> Tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
 def bar_rows(summaries: Sequence[Dict]) -> List[Dict]:
     """One row per config in input order: mean and std over seeds of wall time and best accuracy."""
     groups: Dict[str, List[Dict]] = {}
     for summary in summaries:
         groups.setdefault(config_name(summary["run_name"]), []).append(summary)
 
-    def mean_std(values):
-        return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
     return [{"config": name, "runs": len(runs),
-             "seconds": mean_std([run["train_seconds"] for run in runs]),
-             "accuracy": mean_std([100 * run["best_test_accuracy"] for run in runs])}
+             "seconds": _mean_std([run["train_seconds"] for run in runs]),
+             "accuracy": _mean_std([100 * run["best_test_accuracy"] for run in runs])}
             for name, runs in groups.items()]
 
 
@@ -258,6 +261,45 @@ def plot_bars(rows: Sequence[Dict], title: str, output: str) -> List[str]:
         panel.grid(axis="y", alpha=0.3)
     if any(row["runs"] > 1 for row in rows):
         accuracy_panel.set_title("mean ± std over seeds", fontsize=9)
+    return finish(figure, title, output)
+
+
+def energy_rows(summaries: Sequence[Dict]) -> List[Dict]:
+    """One row per config (input order) of the runs that metered energy: mean and std over seeds
+    of the training energy and of joules per step. UserError when no run did."""
+    groups: Dict[str, List[Dict]] = {}
+    for summary in summaries:
+        if summary.get("energy_joules") is not None:
+            groups.setdefault(config_name(summary["run_name"]), []).append(summary)
+    if not groups:
+        raise UserError("none of these runs measured energy: their device exposed no readable meter "
+                        "(main.py --energy_meter; energy.py lists the readers)")
+
+    return [{"config": name, "runs": len(runs), "meter": runs[0].get("energy_meter"),
+             "joules": _mean_std([run["energy_joules"] for run in runs]),
+             "per_step": _mean_std([run["joules_per_step"] for run in runs])} for name, runs in groups.items()]
+
+
+def plot_energy(rows: Sequence[Dict], title: str, output: str) -> List[str]:
+    """The paper's Fig. 23 kind: training energy per scheme, and energy per step, as bars."""
+    plt = _pyplot()
+    figure, panels = plt.subplots(1, 2, figsize=(max(8, 1.1 * len(rows) + 4), 4.2))
+    positions = list(range(len(rows)))
+    colors = [plt.get_cmap("tab10")(index % 10) for index in positions]
+    scale, unit = (1000.0, "kJ") if max(row["joules"][0] for row in rows) >= 10000 else (1.0, "J")
+    for panel, key, divisor, label in ((panels[0], "joules", scale, f"training energy ({unit})"),
+                                       (panels[1], "per_step", 1.0, "energy per training step (J)")):
+        panel.bar(positions, [row[key][0] / divisor for row in rows], yerr=[row[key][1] / divisor for row in rows],
+                  color=colors, capsize=3)
+        for position, row in zip(positions, rows):
+            panel.annotate(f"{row[key][0] / divisor:.3g}", (position, row[key][0] / divisor),
+                           textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7)
+        panel.set(ylabel=label)
+        panel.set_xticks(positions)
+        panel.set_xticklabels([row["config"] for row in rows], rotation=35, ha="right", fontsize=8)
+        panel.grid(axis="y", alpha=0.3)
+    meters = sorted({str(row["meter"]) for row in rows})
+    panels[0].set_title(f"whole device, meter: {', '.join(meters)}", fontsize=9)
     return finish(figure, title, output)
 
 
@@ -301,10 +343,15 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     bars.add_argument("runs", nargs="+", help="run folders with a summary.json, summary .json files, "
                                               "or folders of them (e.g. results/study/...)")
+    energy = commands.add_parser("energy", help="training energy and energy per step of runs (the paper's Fig. 23), "
+                                                "mean ± std over seeds; runs without a reading are left out",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    energy.add_argument("runs", nargs="+", help="run folders with a summary.json, summary .json files, "
+                                                "or folders of them")
     heatmap = commands.add_parser("heatmap", help="tensors trained by each selection of an elastic run",
                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     heatmap.add_argument("run", help="an elastic run's log folder")
-    for command in (curves, bars, heatmap):
+    for command in (curves, bars, energy, heatmap):
         command.add_argument("--output", required=True, help="figure path (.png; a .pdf is written beside it)")
         command.add_argument("--title", default="", help="figure title")
     return parser.parse_args(argv)
@@ -321,12 +368,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             args.title, args.output)
         if all("test/accuracy" in run.tags for run in runs):
             print(reach_table(runs))
-    elif args.command == "bars":
-        rows = bar_rows(load_summaries(args.runs))
-        paths = plot_bars(rows, args.title, args.output)
+    elif args.command in ("bars", "energy"):  # summaries -> rows -> bars, and a line per row
+        rows_of, draw, line = {
+            "bars": (bar_rows, plot_bars, lambda row: f"{row['seconds'][0]:8.1f} s  "
+                                                      f"{row['accuracy'][0]:6.2f} ± {row['accuracy'][1]:.2f} %"),
+            "energy": (energy_rows, plot_energy, lambda row: f"{row['joules'][0]:10.1f} ± {row['joules'][1]:.1f} J  "
+                                                             f"{row['per_step'][0]:8.3f} J/step  ({row['meter']})"),
+        }[args.command]
+        rows = rows_of(load_summaries(args.runs))
+        paths = draw(rows, args.title, args.output)
         for row in rows:
-            print(f"{row['config']:<40} {row['runs']} run(s)  {row['seconds'][0]:8.1f} s  "
-                  f"{row['accuracy'][0]:6.2f} ± {row['accuracy'][1]:.2f} %")
+            print(f"{row['config']:<40} {row['runs']} run(s)  {line(row)}")
     else:
         paths = plot_heatmap(Run(args.run), args.title, args.output)
     print("wrote " + " and ".join(paths))
