@@ -165,6 +165,108 @@ def _solve(t_dy: np.ndarray, t_dw: np.ndarray, importance: np.ndarray,
     return float(importance[mask == 1].sum()), mask
 
 
+def predicted_peak(act: ArrayLike, grad: ArrayLike, M: ArrayLike) -> float | int:
+    """Peak memory of selection M above the model's fixed part: the activations kept for the
+    backward pass down to the deepest selected tensor d (act[d]) plus the selected tensors'
+    gradients and optimizer slots (sum of grad[M]); 0 for the empty selection."""
+    act, grad, selected = np.asarray(act), np.asarray(grad), np.asarray(M).astype(bool)
+    if not len(act) == len(grad) == len(selected):
+        raise ValueError("act, grad and M must have the same length")
+    if not selected.any():
+        return 0
+    return (act[int(np.flatnonzero(selected)[-1])] + grad[selected].sum()).item()
+
+
+def _solve_two(t_dy: np.ndarray, t_dw: np.ndarray, act: np.ndarray, grad: np.ndarray, importance: np.ndarray,
+               budget: int, memory: int) -> tuple[float, np.ndarray]:
+    """Exact optimum under a time budget and a memory budget, integer units, in
+    O(N * budget * memory): `_solve`'s decomposition by the deepest selected index d, with a
+    two-capacity knapsack over the shallower tensors (weights t_dw and grad). Selecting d costs
+    prefix_dy[d] + t_dw[d] of time and act[d] + grad[d] of memory up front."""
+    count = len(t_dw)
+    mask = np.zeros(count, dtype=np.uint8)
+    if count == 0 or budget < 0 or memory < 0:
+        return 0.0, mask
+    prefix_dy = np.concatenate(([0], np.cumsum(t_dy)[:-1]))
+    spare_time, spare_memory = budget - prefix_dy - t_dw, memory - act - grad
+    feasible = np.flatnonzero((spare_time >= 0) & (spare_memory >= 0))
+    if feasible.size == 0:
+        return 0.0, mask
+    last = int(feasible[-1])
+    useful = importance[:last] > 0
+    time_capacity = int(max(0, min(int(spare_time[feasible].max()), int(t_dw[:last][useful].sum()))))
+    memory_capacity = int(max(0, min(int(spare_memory[feasible].max()), int(grad[:last][useful].sum()))))
+    cells = (time_capacity + 1) * (memory_capacity + 1)
+    if last * cells > _MAX_TABLE_CELLS:
+        raise ValueError(f"DP table of {last} x {time_capacity + 1} x {memory_capacity + 1} cells is too large; "
+                         "quantise times or memory more coarsely")
+    values = np.zeros((time_capacity + 1, memory_capacity + 1))  # K_d(time, memory), non-decreasing in both
+    taken = np.zeros((last, time_capacity + 1, memory_capacity + 1), dtype=bool)
+    best_value, best_deepest, best_room = 0.0, -1, (0, 0)
+    for deepest in range(last + 1):
+        if spare_time[deepest] >= 0 and spare_memory[deepest] >= 0:
+            room = (min(int(spare_time[deepest]), time_capacity), min(int(spare_memory[deepest]), memory_capacity))
+            value = float(importance[deepest]) + float(values[room])
+            if value > best_value:
+                best_value, best_deepest, best_room = value, deepest, room
+        weight, size, gain = int(t_dw[deepest]), int(grad[deepest]), float(importance[deepest])
+        if deepest == last or gain <= 0 or weight > time_capacity or size > memory_capacity:
+            continue
+        if weight == 0 and size == 0:  # free and useful: always take it
+            values += gain
+            taken[deepest] = True
+            continue
+        with_item = values[:time_capacity + 1 - weight, :memory_capacity + 1 - size] + gain  # a copy
+        target = values[weight:, size:]
+        np.greater(with_item, target, out=taken[deepest, weight:, size:])
+        np.maximum(target, with_item, out=target)
+    if best_deepest < 0:
+        return 0.0, mask
+    mask[best_deepest] = 1
+    time_room, memory_room = best_room
+    for item in range(best_deepest - 1, -1, -1):
+        if taken[item, time_room, memory_room]:
+            mask[item] = 1
+            time_room -= int(t_dw[item])
+            memory_room -= int(grad[item])
+    return float(importance[mask == 1].sum()), mask
+
+
+def select_within_budgets(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, act_mb: ArrayLike, grad_mb: ArrayLike,
+                          I: ArrayLike, budget_ms: float, memory_mb: float, resolution: int = 1000,
+                          memory_resolution: int = 200) -> tuple[float, np.ndarray]:
+    """Best selection whose backward time fits budget_ms and whose memory above the fixed part
+    (predicted_peak) fits memory_mb: exact on the quantised problem, and never over either budget
+    in real units (times and sizes are rounded up, budgets down).
+
+    Args:
+        t_dy_ms, t_dw_ms: times in milliseconds, backward order.
+        act_mb: activation memory kept when each tensor is the deepest selected, backward order.
+        grad_mb: each tensor's gradient and optimizer slots, backward order.
+        I: importance per tensor, backward order.
+        budget_ms, memory_mb: the two budgets (>= 0).
+        resolution, memory_resolution: quantisation units for the total time and the largest peak.
+    Returns:
+        (max_importance, M).
+    """
+    t_dy_q, t_dw_q, units_per_ms = quantize_times(t_dy_ms, t_dw_ms, resolution)
+    act, grad = _as_vector(act_mb, "act_mb"), _as_vector(grad_mb, "grad_mb")
+    if not len(act) == len(grad) == len(t_dw_q):
+        raise ValueError("act_mb and grad_mb need one value per tensor")
+    importance = _as_importance(I, len(t_dw_q))
+    for name, value in (("budget_ms", budget_ms), ("memory_mb", memory_mb)):
+        if not (isinstance(value, (int, float, np.number)) and math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    largest = float(act.max() + grad.sum()) if len(act) else 0.0
+    units_per_mb = memory_resolution / largest if largest > 0 else float(memory_resolution)
+    act_q, grad_q = np.ceil(act * units_per_mb).astype(np.int64), np.ceil(grad * units_per_mb).astype(np.int64)
+    total_units = int(t_dy_q.sum() + t_dw_q.sum())
+    scaled = budget_ms * units_per_ms * (1.0 - 1e-9)
+    budget = total_units if scaled >= total_units else math.floor(scaled)
+    memory = math.floor(memory_mb * units_per_mb * (1.0 - 1e-9))
+    return _solve_two(t_dy_q, t_dw_q, act_q, grad_q, importance, budget, memory)
+
+
 def selection_DP(t_dy: ArrayLike, t_dw: ArrayLike, I: ArrayLike,
                  rho: float) -> tuple[float, np.ndarray]:
     """Maximise sum(I[M]) subject to T_bp(M) <= floor(rho * sum(t_dw + t_dy)).

@@ -267,3 +267,54 @@ def test_top_within_budget_takes_the_longest_contiguous_top_that_fits():
         mask = solver.top_within_budget(t_dy, t_dw, budget)
         assert mask.dtype == np.uint8 and list(np.flatnonzero(mask)) == expected
         assert solver.backward_time(t_dy, t_dw, mask) <= budget
+
+
+def brute_force_two(t_dy, t_dw, act, grad, importance, budget, memory):
+    """The best value over every selection that fits both budgets (the empty one scores 0)."""
+    count, best = len(t_dw), 0.0
+    for code in range(1, 2**count):
+        mask = np.array([(code >> index) & 1 for index in range(count)])
+        if (solver.backward_time(t_dy, t_dw, mask) <= budget
+                and solver.predicted_peak(act, grad, mask) <= memory):
+            best = max(best, float(importance[mask == 1].sum()))
+    return best
+
+
+def test_two_budgets_match_brute_force_on_random_instances():
+    rng = np.random.default_rng(27)
+    for _ in range(300):
+        count = int(rng.integers(1, 10))
+        t_dy, t_dw, importance, rho = random_instance(rng, count)
+        act = np.cumsum(rng.integers(0, 5, count))  # deeper tensors keep more activations
+        grad = rng.integers(0, 5, count) * (rng.random(count) < 0.85)
+        budget = math.floor(rho * int(t_dy.sum() + t_dw.sum()))
+        memory = int(rng.integers(0, int(act.max() + grad.sum()) + 2))
+        value, mask = solver._solve_two(t_dy.astype(np.int64), t_dw.astype(np.int64), act, grad,
+                                        importance, budget, memory)
+        assert solver.backward_time(t_dy, t_dw, mask) <= budget
+        assert solver.predicted_peak(act, grad, mask) <= memory
+        assert value == pytest.approx(float(importance[mask == 1].sum()))
+        assert value == pytest.approx(brute_force_two(t_dy, t_dw, act, grad, importance, budget, memory))
+        if memory >= act.max() + grad.sum():  # memory never binds: the time-only optimum
+            assert value == pytest.approx(solver._solve(t_dy.astype(np.int64), t_dw.astype(np.int64),
+                                                        importance, budget)[0])
+
+
+def test_two_budgets_in_real_units_never_exceed_either_and_a_tight_memory_budget_binds():
+    rng = np.random.default_rng(5)
+    count = 40
+    t_dy, t_dw = rng.uniform(0.1, 3.0, count), rng.uniform(0.1, 3.0, count)
+    act, grad = np.cumsum(rng.uniform(0.5, 4.0, count)), rng.uniform(0.1, 6.0, count)
+    importance = rng.uniform(0.0, 1.0, count)
+    budget_ms = 0.5 * float(t_dy.sum() + t_dw.sum())
+    free_value, free_mask = solver.select_within_budgets(t_dy, t_dw, act, grad, importance, budget_ms, 1e9)
+    assert free_value == pytest.approx(solver.select_within_budget(t_dy, t_dw, importance, budget_ms)[0])
+    memory_mb = 0.5 * solver.predicted_peak(act, grad, free_mask)
+    value, mask = solver.select_within_budgets(t_dy, t_dw, act, grad, importance, budget_ms, memory_mb)
+    assert solver.backward_time(t_dy, t_dw, mask) <= budget_ms
+    assert solver.predicted_peak(act, grad, mask) <= memory_mb
+    assert 0 < value < free_value
+    with pytest.raises(ValueError, match="act_mb and grad_mb need one value per tensor"):
+        solver.select_within_budgets(t_dy, t_dw, act[:-1], grad, importance, budget_ms, memory_mb)
+    with pytest.raises(ValueError, match="memory_mb must be a finite number"):
+        solver.select_within_budgets(t_dy, t_dw, act, grad, importance, budget_ms, -1.0)
