@@ -110,6 +110,9 @@ def train_all_ray(jobs: Sequence, log_root: str, address: str, on_done: Callable
         store = make_store(ray, log_root)
         specs, contents = [], []
         for relative in files:
+            if not os.path.exists(os.path.join(root, relative)):
+                print(f"note: no {relative} here to send; each node needs its own copy", flush=True)
+                continue
             with open(os.path.join(root, relative), "rb") as handle:
                 data = handle.read()
             specs.append({"path": relative, "sha256": hashlib.sha256(data).hexdigest()})

@@ -140,3 +140,39 @@ def test_a_killed_node_s_run_finishes_elsewhere_from_its_checkpoint_and_a_failin
     assert json.loads((log_root / "long" / "summary.json").read_text())["run_name"] == "long"
     bad_log = (log_root / "bad.log").read_text()
     assert bad_log.count("error:") == 1 and "resuming" not in bad_log  # one attempt only
+
+
+def test_study_and_figures_send_their_runs_with_what_each_node_needs(tmp_path, monkeypatch):
+    """The drivers' side of --executor ray: every pending run, the profile each node must measure
+    for a run that needs one (measured there, not here), and the backbone the runs start from."""
+    import sys
+
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import study
+    from experiments import figures, study_plans
+
+    sent = []
+    monkeypatch.setattr(ray_executor, "train_all_ray",
+                        lambda jobs, log_root, address, on_done, prepare, **kwargs: sent.append((jobs, prepare, kwargs)))
+    monkeypatch.setitem(study_plans.PROTOCOLS["parts_mobilenetv2"], "learning_rate", 0.003)
+    monkeypatch.setattr(study, "results_dir", lambda model, plan: str(tmp_path / "results"))
+    monkeypatch.setattr(study, "require_backbone", lambda model, purpose: __file__)  # any file: its sha256
+    profiled, real_run = [], study.subprocess.run
+    monkeypatch.setattr(study.subprocess, "run", lambda command, **kwargs: profiled.append(command))
+    assert study.main(["run", "headline", "--task", "parts", "--seeds", "0", "--executor", "ray",
+                       "--address", "head:6379", "--shard", "1/2"]) == 0
+    jobs, prepare, kwargs = sent[-1]
+    assert profiled == []  # the nodes profile themselves
+    assert 0 < len(jobs) < 14 and kwargs["files"] == [study_plans.PROTOCOLS["parts_mobilenetv2"]["weights"]]
+    elastic = [name for name, _ in jobs if name.startswith("elastic_training")]
+    assert elastic and all(prepare[name][0][0] == "profiler.py" for name in elastic)
+    assert not any(name.startswith("full_training") for name in prepare)
+    monkeypatch.setattr(study.subprocess, "run", real_run)
+    monkeypatch.setattr(figures, "profile_runs", lambda runs, dry_run: profiled.append(runs) or {})
+    monkeypatch.setattr(figures, "preflight", lambda experiments, config: "no source backbone (here)")
+    assert figures.main(["run", "19", "--proxy", "--logdir", str(tmp_path / "figs"), "--executor", "ray",
+                         "--address", "head:6379", "--device_kind", "nano"]) == 0
+    jobs, prepare, kwargs = sent[-1]
+    assert len(jobs) == 4 and kwargs["device_kind"] == "nano"  # the driver's missing backbone is the nodes' business
+    assert list(prepare) == ["mobilenetv2_elastic_training_rho0.4"] and "--model_name" in prepare[list(prepare)[0]][0]
+    assert profiled == [[]]  # nothing profiled or trained here
