@@ -1,7 +1,9 @@
 """Time the exact DP selector (selection_DP) on seeded, ResNet-like random instances.
 
-Usage: python -m bench.solver [--repeats 30] [--seed 0]
-Prints one row per (N, resolution): median and minimum wall time of one solve.
+Usage: python -m bench.solver [--repeats 30] [--seed 0] [--memory]
+Prints one row per (N, resolution): median and minimum wall time of one solve. With --memory,
+the selector under a time budget and a memory budget (select_within_budgets) instead, at memory
+budgets of 100 %, 50 % and 25 % of the largest selection's memory (200 memory units).
 """
 from __future__ import annotations
 
@@ -43,12 +45,37 @@ def time_case(count: int, resolution: int, repeats: int,
     return float(np.median(durations[1:])), float(np.min(durations[1:]))
 
 
+def time_two_budgets(count: int, share: float, repeats: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Median and minimum ms of select_within_budgets at half the backward time and `share` of
+    the largest selection's memory (activations growing with depth, gradients per tensor)."""
+    durations = []
+    for _ in range(repeats + 1):
+        t_dy_ms, t_dw_ms, importance = resnet_like_instance(count, rng)
+        act_mb = np.cumsum(rng.uniform(0.5, 4.0, count))
+        grad_mb = np.where(np.arange(count) % 3 == 2, rng.lognormal(0.0, 1.0, count), 0.01)
+        budget_ms = 0.5 * float(t_dy_ms.sum() + t_dw_ms.sum())
+        memory_mb = share * float(act_mb.max() + grad_mb.sum())
+        start = time.perf_counter()
+        solver.select_within_budgets(t_dy_ms, t_dw_ms, act_mb, grad_mb, importance, budget_ms, memory_mb)
+        durations.append((time.perf_counter() - start) * 1000.0)
+    return float(np.median(durations[1:])), float(np.min(durations[1:]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30, help="solves per case (default 30)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--memory", action="store_true", help="time the two-budget selector instead")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
+    if args.memory:
+        print("| N tensors | memory budget | median ms | min ms |")
+        print("|---:|---:|---:|---:|")
+        for count in (214, 500):
+            for share in (1.0, 0.5, 0.25):
+                median_ms, min_ms = time_two_budgets(count, share, args.repeats, rng)
+                print(f"| {count} | {100 * share:.0f} % | {median_ms:.1f} | {min_ms:.1f} |")
+        return
     print("| N tensors | resolution | median ms | min ms | goal |")
     print("|---:|---:|---:|---:|---|")
     for count, resolution in CASES:
