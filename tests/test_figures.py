@@ -238,9 +238,12 @@ def quoted_commands():
 
 
 def accepted_flags(path: str) -> str:
-    """The source that defines a script's flags: the script, and the module whose main it runs."""
+    """The source that defines a script's flags: the script, the module whose main it runs, and
+    the modules whose shared flags (add_distribution_flags) either adds."""
     text = open(os.path.join(ROOT, path)).read()
     for module in re.findall(r"^from (experiments\.\w+) import main$", text, re.M):
+        text += open(os.path.join(ROOT, module.replace(".", "/") + ".py")).read()
+    for module in set(re.findall(r"^from (experiments\.\w+) import [^\n]*add_distribution_flags", text, re.M)):
         text += open(os.path.join(ROOT, module.replace(".", "/") + ".py")).read()
     return text
 
