@@ -8,7 +8,9 @@ slots exist for every tensor from the start, see train.Loop), both from the mode
 F the step's floor: the forward pass's own transient peak, measured on the classifier-only step.
 A first fit without the floor (a plain sum) missed held-out selections by 32 % (median) on
 MobileNetV2 at 128 px: shallow selections all peak at the forward pass's level. A max keeps the
-selector exact: max(F, c + alpha * act[d]) depends on d alone, like the time model's t_dy.
+selector exact: max(F, c + alpha * act[d]) depends on d alone, like the time model's t_dy. Below
+the table, a finer variant is fitted too (only inputs every backward pass keeps under the depth
+term, each trained kernel's or gamma's layer input added); it was not better (BENCHMARKS.md).
 
 Usage: python -m bench.memory_model [--model_name mobilenetv2] [--input_size 128] [--batch_size 32]
                                      [--bn_mode frozen] [--selections 12]
@@ -76,6 +78,36 @@ def memory_columns(model: tf.keras.Model, batch_size: int) -> Tuple[np.ndarray, 
     return act, grad
 
 
+def layer_kind(layer: tf.keras.layers.Layer, bn_mode: str) -> str:
+    """What the backward pass keeps of a layer's input: 'weights' (only when its kernel or gamma
+    trains: convolutions, dense layers, frozen BatchNorm), 'always' (whenever the error passes
+    through it: activations, BatchNorm in training mode, max pooling), or 'nothing'."""
+    if isinstance(layer, (tf.keras.layers.Conv2D, tf.keras.layers.DepthwiseConv2D, tf.keras.layers.Dense)):
+        return "weights"
+    if isinstance(layer, tf.keras.layers.BatchNormalization):
+        return "always" if bn_mode == "train" else "weights"
+    if isinstance(layer, (tf.keras.layers.ReLU, tf.keras.layers.Activation, tf.keras.layers.MaxPooling2D)):
+        return "always"
+    return "nothing"
+
+
+def finer_columns(model: tf.keras.Model, batch_size: int, bn_mode: str) -> Tuple[np.ndarray, np.ndarray]:
+    """(depth_mb, own_mb) per tensor, forward order: the inputs every backward pass down to the
+    tensor's layer keeps (a function of the deepest selected tensor, like t_dy), and the input its
+    own weight gradient needs (kernels and gammas; additive, like t_dw)."""
+    layers = flat_layers(model)
+    kept = [input_bytes(layer, batch_size) if layer_kind(layer, bn_mode) == "always" else 0.0 for layer in layers]
+    kept_from = np.cumsum(kept[::-1])[::-1]
+    index = {id(layer): position for position, layer in enumerate(layers)}
+    depth, own = [], []
+    for owner, variable in zip(models.owner_layers(model), model.trainable_weights):
+        depth.append(kept_from[index[id(owner)]] if id(owner) in index else 0.0)
+        needs_input = layer_kind(owner, bn_mode) == "weights" and variable.name.split("/")[-1].split(":")[0] in (
+            "kernel", "depthwise_kernel", "gamma")
+        own.append(input_bytes(owner, batch_size) if needs_input else 0.0)
+    return np.array(depth) / MB, np.array(own) / MB
+
+
 def measure_peak(step: TrainStep, images: tf.Tensor, labels: tf.Tensor) -> float:
     """MB allocated at the step's peak above what was allocated before it."""
     for _ in range(2):
@@ -102,6 +134,7 @@ def main() -> None:
     args = parser.parse_args()
     model = models.build_model(args.model_name, 64, args.input_size, "none", args.bn_mode)
     act, grad = memory_columns(model, args.batch_size)
+    depth_mb, own_mb = finer_columns(model, args.batch_size, args.bn_mode)
     points = tensor_points(model)
     count = len(points)
 
@@ -123,7 +156,8 @@ def main() -> None:
         step = TrainStep(model, setup.optimizer, [w for w, k in zip(model.trainable_weights, mask) if k],
                          forward=forward)
         kept, gradients = features(act, grad, mask)
-        rows.append(dict(label=label, tensors=int(mask.sum()), act=kept, grad=gradients,
+        finer = depth_mb[int(np.flatnonzero(mask)[0])] + float(own_mb[mask == 1].sum())
+        rows.append(dict(label=label, tensors=int(mask.sum()), act=kept, grad=gradients, finer=finer,
                          measured=measure_peak(step, images, labels)))
     floor = rows[0]["measured"] - rows[0]["grad"]  # the classifier-only step: the forward pass's transient peak
     above = [row for row in rows[:len(calibration)] if row["measured"] - row["grad"] > 1.1 * floor]
@@ -146,6 +180,16 @@ def main() -> None:
               f"{predicted:.1f} | {100 * error:+.1f} % |")
     print(f"held-out random selections: median |error| {100 * np.median(errors):.1f} %, "
           f"max {100 * np.max(errors):.1f} %")
+    # The finer model: the depth term counts only inputs every backward pass keeps, and each
+    # kernel or gamma adds its layer's input when it trains: max(F, c + alpha * kept(M)) + grads.
+    above = [row for row in rows[:len(calibration)] if row["measured"] - row["grad"] > 1.1 * floor]
+    design = np.array([[1.0, row["finer"]] for row in above])
+    (constant, alpha), *_ = np.linalg.lstsq(design, np.array([row["measured"] - row["grad"] for row in above]),
+                                            rcond=None)
+    finer_errors = [abs(max(floor, constant + alpha * row["finer"]) + row["grad"] - row["measured"]) / row["measured"]
+                    for row in rows[len(calibration):]]
+    print(f"finer model (kept by depth + each trained kernel's input): c = {constant:.1f} MB, alpha = {alpha:.3f}; "
+          f"held-out median |error| {100 * np.median(finer_errors):.1f} %, max {100 * np.max(finer_errors):.1f} %")
 
 
 if __name__ == "__main__":
