@@ -43,12 +43,11 @@ def _read_number(path: str) -> float:
 
 
 class Source:
-    """A reading of the device's energy: `counter` sources return cumulative joules (wrapping at
-    `wrap_joules`, when known); the others return watts."""
+    """A reading of the device's energy: `counter` sources return cumulative joules (their
+    wrap-arounds already undone); the others return watts."""
 
     name = ""
     counter = True
-    wrap_joules: Optional[float] = None
 
     def read(self) -> float:
         raise NotImplementedError
@@ -96,7 +95,8 @@ class Ina3221Source(Source):
                 name = open(label).read().strip() if os.path.exists(label) else f"rail {rail}"
                 self.readers.append((name, lambda path=power: _read_number(path) / 1000.0))
         for hwmon in sorted(glob.glob(os.path.join(root, "class", "hwmon", "hwmon*"))):
-            if not os.path.exists(os.path.join(hwmon, "name")) or open(os.path.join(hwmon, "name")).read().strip() != "ina3221":
+            name_file = os.path.join(hwmon, "name")
+            if not os.path.exists(name_file) or open(name_file).read().strip() != "ina3221":
                 continue
             for volts in sorted(glob.glob(os.path.join(hwmon, "in*_input"))):
                 channel = os.path.basename(volts)[2:-len("_input")]

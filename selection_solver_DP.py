@@ -260,11 +260,9 @@ def select_within_budgets(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, act_mb: ArrayL
     largest = float(act.max() + grad.sum()) if len(act) else 0.0
     units_per_mb = memory_resolution / largest if largest > 0 else float(memory_resolution)
     act_q, grad_q = np.ceil(act * units_per_mb).astype(np.int64), np.ceil(grad * units_per_mb).astype(np.int64)
-    total_units = int(t_dy_q.sum() + t_dw_q.sum())
-    scaled = budget_ms * units_per_ms * (1.0 - 1e-9)
-    budget = total_units if scaled >= total_units else math.floor(scaled)
     memory = math.floor(memory_mb * units_per_mb * (1.0 - 1e-9))
-    return _solve_two(t_dy_q, t_dw_q, act_q, grad_q, importance, budget, memory)
+    return _solve_two(t_dy_q, t_dw_q, act_q, grad_q, importance, _budget_units(budget_ms, units_per_ms, t_dy_q, t_dw_q),
+                      memory)
 
 
 def selection_DP(t_dy: ArrayLike, t_dw: ArrayLike, I: ArrayLike,
@@ -324,12 +322,16 @@ def select_within_budget(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, I: ArrayLike,
     if not (isinstance(budget_ms, (int, float, np.number)) and math.isfinite(budget_ms)
             and budget_ms >= 0):
         raise ValueError(f"budget_ms must be a finite number >= 0, got {budget_ms!r}")
-    # Ceil on times and floor on the budget make quantised feasibility imply real feasibility;
-    # the 1e-9 margin absorbs float rounding in the products (and later float sums).
+    return _solve(t_dy_q, t_dw_q, importance, _budget_units(budget_ms, units_per_ms, t_dy_q, t_dw_q))
+
+
+def _budget_units(budget_ms: float, units_per_ms: float, t_dy_q: np.ndarray, t_dw_q: np.ndarray) -> int:
+    """A backward budget in the quantised time units, rounded down. Ceil on times and floor on the
+    budget make quantised feasibility imply real feasibility; the 1e-9 margin absorbs float
+    rounding in the products (and later float sums)."""
     total_units = int(t_dy_q.sum() + t_dw_q.sum())
     scaled = budget_ms * units_per_ms * (1.0 - 1e-9)
-    budget = total_units if scaled >= total_units else math.floor(scaled)
-    return _solve(t_dy_q, t_dw_q, importance, budget)
+    return total_units if scaled >= total_units else math.floor(scaled)
 
 
 def backward_budget_ms(rho: float, T_fp_ms: float, T_full_ms: float) -> float:

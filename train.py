@@ -143,8 +143,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     the summary's epoch) uses validation accuracy instead of test accuracy. With an energy `meter`
     (energy.py), each epoch's training steps are metered: joules per epoch and per step.
     """
-    loop = Loop(config, model, train_data, steps_per_epoch, outputs, profile, resume_command)
-    loop.meter = meter
+    loop = Loop(config, model, train_data, steps_per_epoch, outputs, profile, resume_command, meter)
     loop.start(resume)
     with StopRequest() as stop:
         while loop.state.epoch < config.num_epochs:
@@ -176,7 +175,7 @@ class Loop:
     """The steps one run's loop is made of, and the state it carries (LoopState, checkpointed)."""
 
     def __init__(self, config: TrainConfig, model: tf.keras.Model, train_data, steps_per_epoch: int,
-                 outputs: RunOutputs, profile: Optional[Dict], resume_command: str):
+                 outputs: RunOutputs, profile: Optional[Dict], resume_command: str, meter: Optional[Meter] = None):
         self.config, self.model, self.outputs, self.profile = config, model, outputs, profile
         self.steps_per_epoch, self.resume_command = steps_per_epoch, resume_command
         self.setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
@@ -191,7 +190,7 @@ class Loop:
         self.checkpoints = RunCheckpoints(outputs.run_dir, model, self.setup.optimizer)
         self.state = LoopState()
         self.batch = None  # the last batch trained: the final reference timing runs on it
-        self.meter = None  # energy.Meter, when the device has one
+        self.meter = meter  # energy.Meter, when the device has one
 
     def start(self, resume: bool) -> None:
         """Restore the latest checkpoint (resume), or record the new run's configuration."""

@@ -68,7 +68,7 @@ def make_store(ray, log_root: str):
         def __init__(self, directory: str):
             self.directory = directory
 
-        def keep(self, name: str, data: bytes, finished: bool) -> None:
+        def keep(self, name: str, data: bytes) -> None:
             ray_node.unpack(data, os.path.join(self.directory, name), os.path.join(self.directory, name + ".log"))
 
         def fetch(self, name: str) -> Optional[bytes]:
@@ -117,8 +117,9 @@ def train_all_ray(jobs: Sequence, log_root: str, address: str, on_done: Callable
                 data = handle.read()
             specs.append({"path": relative, "sha256": hashlib.sha256(data).hexdigest()})
             contents.append(ray.put(data))
+        # retry_exceptions: a killed main.py raises; failures another node would repeat return an error
         task = ray.remote(ray_node.run_on_node).options(num_cpus=0, resources=resources, max_retries=MAX_RETRIES,
-                                                        retry_exceptions=True)  # a node's own failures return an error instead
+                                                        retry_exceptions=True)
         pending.update({task.remote(remote_root or root, name, list(arguments), (prepare or {}).get(name, []), specs,
                                contents, store): name for name, arguments in jobs})
         print(f"sent {len(pending)} runs to the Ray cluster at {address} "

@@ -28,8 +28,9 @@ SYNC_SECONDS = 5.0  # how often the node looks for a new checkpoint to push
 
 
 class RunInterrupted(RuntimeError):
-    """The run's process was killed by a signal (its node going down, memory running out): the
-    only failure Ray retries, on another node, from the last pushed checkpoint."""
+    """The run's process was killed by a signal (memory running out, its node going down): raised,
+    so Ray retries the task from the last pushed checkpoint. Failures that another node would
+    repeat (bad flags, a crash) are returned as errors instead, and never retried."""
 
 
 def pack(run_dir: str, log_file: Optional[str] = None) -> bytes:
@@ -172,7 +173,7 @@ def run_on_node(root: str, name: str, arguments: List[str], prepare: List[List[s
                 if mark and mark != pushed:
                     time.sleep(0.5)  # let the checkpoint's state file follow its data
                     try:
-                        ray.get(store.keep.remote(name, pack(run_dir, log_file), False))
+                        ray.get(store.keep.remote(name, pack(run_dir, log_file)))
                         pushed = mark
                     except Exception:  # noqa: BLE001 (the driver busy or away: try again next time)
                         continue
@@ -186,8 +187,8 @@ def run_on_node(root: str, name: str, arguments: List[str], prepare: List[List[s
     if code < 0:
         raise RunInterrupted(f"run {name} on {where['node']} was killed by signal {-code}")
     if code != 0:
-        ray.get(store.keep.remote(name, pack(run_dir, log_file), False))  # its log, for the user to read
+        ray.get(store.keep.remote(name, pack(run_dir, log_file)))  # its log, for the user to read
         return dict(error=f"run {name} failed on {where['node']} (exit {code}); see its log", exit_code=code, **where)
-    ray.get(store.keep.remote(name, pack(run_dir, log_file), True))
+    ray.get(store.keep.remote(name, pack(run_dir, log_file)))
     shutil.rmtree(run_dir, ignore_errors=True)
     return dict(seconds=seconds, **where)

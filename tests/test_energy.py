@@ -57,9 +57,8 @@ def test_jetson_rails_use_the_board_input_alone_or_sum_the_rails(tmp_path):
 
 
 class FakeSource(energy.Source):
-    def __init__(self, values, counter, wrap=None):
+    def __init__(self, values, counter):
         self.values, self.counter, self.name = list(values), counter, "fake"
-        self.wrap_joules = wrap
 
     def read(self):
         return self.values.pop(0) if len(self.values) > 1 else self.values[0]
