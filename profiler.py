@@ -28,10 +28,11 @@ import numpy as np
 import tensorflow as tf
 
 from models import gradient_filter as filtering
+import memory_model
 import models
 import profile_tables
-from train_step import (TrainStep, forward_function, full_gradients, make_optimizer, shared_forward,
-                        typical_ms, wall_time_samples, wall_times_ms)
+from train_step import (MB, TrainStep, allocator_device, allocator_mb, forward_function, full_gradients,
+                        make_optimizer, reset_peak, shared_forward, typical_ms, wall_time_samples, wall_times_ms)
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
 
@@ -41,6 +42,7 @@ from utils import UserError, atomic_write_json, atomic_write_text, positive_int,
 WARM_UP_ROUNDS = 10
 CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
 CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit
+MEMORY_TOPS = (0.25, 0.5, 0.75)  # contiguous tops measured besides the calibration steps to fit the memory model
 
 
 def tensor_points(model: tf.keras.Model) -> List[int]:
@@ -177,6 +179,72 @@ def device_name() -> str:
     return f"{model} ({os.cpu_count()} logical cores)"
 
 
+def flat_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:
+    """Every leaf layer in forward (topological) order, nested models opened."""
+    layers = []
+    for layer in model.layers:
+        layers += flat_layers(layer) if isinstance(layer, tf.keras.Model) else [layer]
+    return layers
+
+
+def input_mb(layer: tf.keras.layers.Layer, batch_size: int) -> float:
+    """MB of the layer's inputs for one batch (from their shapes and dtype)."""
+    try:
+        shapes = layer.input_shape
+    except (AttributeError, RuntimeError):
+        return 0.0
+    shapes = shapes if isinstance(shapes, list) else [shapes]
+    size = tf.as_dtype(layer.compute_dtype or "float32").size
+    return float(sum(size * batch_size * np.prod([d for d in shape[1:] if d]) for shape in shapes if shape)) / MB
+
+
+def memory_columns(model: tf.keras.Model, batch_size: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(act_mb, grad_mb) per trainable tensor, forward order: the layer inputs from the tensor's
+    layer to the output (what a backward pass down to it keeps), and the tensor's own size."""
+    layers = flat_layers(model)
+    kept_from = np.cumsum([input_mb(layer, batch_size) for layer in layers][::-1])[::-1]  # layer i..end
+    index = {id(layer): position for position, layer in enumerate(layers)}
+    owners = models.owner_layers(model)
+    act = np.array([kept_from[index[id(owner)]] if id(owner) in index else kept_from[-1] for owner in owners])
+    grad = np.array([v.dtype.size * float(np.prod(v.shape)) for v in model.trainable_weights]) / MB
+    return act, grad
+
+
+def measured_peak_mb(run: Callable[[], object], calls: int = 2) -> float:
+    """MB the allocator's peak rose above what was allocated before `calls` calls of `run`
+    (warmed up by the caller)."""
+    before = allocator_mb()["current"]
+    reset_peak()
+    for _ in range(calls):
+        run()
+    return allocator_mb()["peak"] - before
+
+
+def measure_memory(model: tf.keras.Model, batch_size: int, steps: Sequence[Tuple[str, np.ndarray, Callable]],
+                   probe: Callable) -> Optional[Dict]:
+    """The profile's memory model: columns from the model's shapes, and F, c, alpha fitted on the
+    measured peaks of warmed-up `steps` ((label, forward-order mask, call), the classifier-only one
+    first), and the importance probe's peak; None (with a warning) where the allocator keeps no
+    statistics."""
+    if allocator_mb() is None:
+        logging.warning("TensorFlow's allocator keeps no statistics here (on CPU set TF_CPU_ALLOCATOR_USE_BFC=true); "
+                        "the profile gets no memory model, so --memory_budget_mb cannot use it")
+        return None
+    act, grad = memory_columns(model, batch_size)
+    base = allocator_mb()["current"]
+    rows = []
+    for label, mask, run in steps:
+        deepest = int(np.flatnonzero(mask)[0])
+        rows.append(dict(label=label, tensors=int(mask.sum()), act_mb=float(act[deepest]),
+                         grad_mb=float(grad[mask == 1].sum()), measured_mb=measured_peak_mb(run)))
+    # The deepest tensor alone ("path") keeps fewer inputs than any selection a scheme makes at
+    # that depth (their kernels' inputs too); it calibrates times, not memory.
+    fitted = memory_model.fit([row for row in rows if row["label"] != "path"])
+    head = [int(k) for k in np.flatnonzero(steps[0][1])]
+    return dict(act=act, grad=grad, memory=dict(device=allocator_device(), base_mb=base, **fitted, head_indices=head,
+                                                probe_mb=measured_peak_mb(probe), calibration=rows))
+
+
 def random_batch(model: tf.keras.Model, batch_size: int, seed: int = 0) -> Tuple[tf.Tensor, tf.Tensor]:
     """Random raw-pixel images and labels with the model's input and output shapes."""
     generator = tf.random.Generator.from_seed(seed)
@@ -251,6 +319,22 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         for pooled, later in zip(samples, wall_time_samples(timed, repeats // 2 or 1)):
             pooled.extend(later)
         head_ms, path_ms, full_ms, *more_ms, gradients_ms = (typical_ms(s) for s in samples)
+        as_mask = lambda indices: np.isin(np.arange(len(points)), indices).astype(np.uint8)  # noqa: E731
+        masks = [as_mask(profile_tables.point_tensors(points, which)) for which in (-1, 0)]
+        masks += [np.ones(len(points), np.uint8)] + [as_mask(selected) for selected in more]
+        names = ["head", "path", "full"] + [f"random {i + 1}" for i in range(len(more))]
+        runs = list(calibration)
+        for share in MEMORY_TOPS:  # contiguous tops: the selections a memory budget trades between
+            masks.append(top_mask(points, share))
+            names.append(f"top {share:g}")
+            runs.append(TrainStep(model, timed_optimizer, [w for w, k in zip(model.trainable_weights, masks[-1]) if k],
+                                  forward=shared))
+            for _ in range(2):  # traced, compiled and warm before it is measured
+                runs[-1](images, labels)[0].numpy()
+        memory = measure_memory(model, batch_size,
+                                [(label, mask, lambda run=run: run(images, labels)[0].numpy())
+                                 for label, mask, run in zip(names, masks, runs)],
+                                probe=lambda: gradients(images, labels)[0].numpy())
     finally:
         model.set_weights(snapshot)
     if csv_path:
@@ -258,8 +342,19 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
                 device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms,
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
-    return profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
-                                       meta=meta, more=list(zip(more, more_ms)))
+    profile = profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
+                                          meta=meta, more=list(zip(more, more_ms)))
+    if memory:
+        for tensor, act_mb, grad_mb in zip(profile["tensors"], memory["act"], memory["grad"]):
+            tensor.update(act_mb=float(act_mb), grad_mb=float(grad_mb))
+        profile["memory"] = memory["memory"]
+    return profile
+
+
+def top_mask(points: Sequence[int], share: float) -> np.ndarray:
+    """The tensors (forward-order mask) of the last `share` of the model's points, at least the last point's."""
+    first = points[-1] - max(1, int(share * (points[-1] + 1))) + 1
+    return (np.asarray(points) >= first).astype(np.uint8)
 
 
 def _random_masks(points: Sequence[int], count: int, rng: np.random.Generator) -> List[np.ndarray]:
@@ -293,7 +388,9 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
     compares typical (25th-percentile) times with the saved profile's predictions, with them
     scaled by the live anchor as exact-mode training applies it (the probe's full gradients,
     timed here among the steps, against the profile's `T_grad_ms`), and with the profile
-    re-anchored to this session's head, path and full steps.
+    re-anchored to this session's head, path and full steps. With the profile's memory model and
+    the allocator's statistics, each step's measured peak above what was allocated before it is
+    compared with the model's too (`predicted_mb`, `measured_mb`, `memory_error`).
     """
     points = tensor_points(model)
     as_mask = lambda indices: np.isin(np.arange(len(points)), indices).astype(np.uint8)  # noqa: E731
@@ -314,6 +411,8 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
             for trainer in trainers:
                 trainer(images, labels)[0].numpy()
         *measured, gradients_ms = wall_times_ms([lambda t=t: t(images, labels)[0].numpy() for t in trainers], steps)
+        peaks = ([measured_peak_mb(lambda t=t: t(images, labels)[0].numpy()) for t in trainers[:-1]]
+                 if allocator_mb() is not None and memory_model.has_memory_model(profile) else None)
     finally:
         model.set_weights(snapshot)
     drift = gradients_ms / profile["T_grad_ms"] if profile.get("T_grad_ms") else float("nan")
@@ -324,7 +423,8 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
     parts = [profile_tables.time_parts(t_dw, t_dy, np.flatnonzero(m)) for _, m in masks]
     T_fp, a, b = profile_tables.fit_time_model(parts[0], parts[1], parts[2], measured[0], measured[1], measured[2])
     results = []
-    for (label, mask), actual, (dw, dy) in zip(masks, measured, parts):
+    memory = memory_model.MemoryModel(profile) if peaks else None
+    for index, ((label, mask), actual, (dw, dy)) in enumerate(zip(masks, measured, parts)):
         predicted = predicted_step_ms(profile, mask)
         anchored = T_fp + a * dw + b * dy
         deepest = int(np.flatnonzero(mask)[0])
@@ -333,6 +433,10 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
                             live_ms=predicted * drift, error=(predicted - actual) / actual,
                             live_error=(predicted * drift - actual) / actual,
                             anchored_error=(anchored - actual) / actual))
+        if memory is not None:
+            predicted_mb = memory.step_mb(mask)
+            results[-1].update(predicted_mb=predicted_mb, measured_mb=peaks[index],
+                               memory_error=(predicted_mb - peaks[index]) / peaks[index])
     return results
 
 
@@ -356,6 +460,18 @@ def print_validation(results: List[Dict]) -> None:
         print(f"relative error re-anchored to this session's head, path and full steps (removes machine "
               f"drift): median {np.median(anchored):.1%}, max {np.max(anchored):.1%} over {len(anchored)} "
               f"random selections")
+    if results and "memory_error" in results[0]:
+        print(f"\npeak memory of a step above what is allocated before it (the profile's memory model):")
+        print(f"{'selection':<11}{'tensors':>8}{'predicted MB':>14}{'measured MB':>13}{'error':>8}")
+        for r in results:
+            print(f"{r['selection']:<11}{r['tensors']:>8}{r['predicted_mb']:>14.1f}{r['measured_mb']:>13.1f}"
+                  f"{r['memory_error']:>+8.1%}")
+        random_errors = np.abs([r["memory_error"] for r in results[3:]])
+        if len(random_errors):
+            print(f"memory model's relative error over {len(random_errors)} random selections: median "
+                  f"{np.median(random_errors):.1%}, max {np.max(random_errors):.1%}")
+    else:
+        print("\n(no memory validation: the profile has no memory model, or the allocator keeps no statistics)")
 
 
 def plot_profile(profile: Dict, path: str) -> None:
@@ -436,8 +552,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--from_trace", default=None, metavar="DIR",
                         help="map an existing trace (a profiler log dir) instead of recording one")
     parser.add_argument("--validate", type=int, default=0, metavar="K",
-                        help="benchmark the time model: train K random selections (plus head-only "
-                             "and full) and compare predicted with measured step times")
+                        help="benchmark the time and memory models: train K random selections (plus "
+                             "head-only, deepest-only and full) and compare predicted with measured step times "
+                             "and peak memory")
     parser.add_argument("--validate_steps", type=positive_int, default=20,
                         help="timed steps per selection in --validate")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random batch and selections")
@@ -475,6 +592,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 gradient_filter=gradient_filter, tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command="")
             if "T_grad_ms" not in profile:  # training re-anchors exact mode on it
                 raise UserError(f"{json_path} was made before the probe's full-gradient pass was timed (T_grad_ms)")
+            if not memory_model.has_memory_model(profile) and allocator_mb() is not None:  # --memory_budget_mb's
+                raise UserError(f"{json_path} was made before profiles measured the memory model")
             logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
         except UserError as error:  # stale (e.g. made before BatchNorm modes were recorded) or broken
             logging.info("measuring again: %s", str(error).split(". Make the right one")[0])

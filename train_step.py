@@ -212,6 +212,34 @@ def preserved_state(model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy
                 variable.ref(), np.zeros(variable.shape, variable.dtype.as_numpy_dtype)))
 
 
+MB = 2.0 ** 20
+
+
+def allocator_device() -> str:
+    """The device whose allocator holds a training step's tensors."""
+    return "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
+
+
+def allocator_mb(device: Optional[str] = None) -> Optional[Dict[str, float]]:
+    """TensorFlow's allocator statistics (MB currently allocated and the peak since the last
+    reset), or None where the allocator keeps none: on CPU only the BFC allocator does, which
+    utils.prepare_tensorflow_environment turns on (TF_CPU_ALLOCATOR_USE_BFC=true)."""
+    try:
+        info = tf.config.experimental.get_memory_info(device or allocator_device())
+    except (ValueError, tf.errors.OpError):
+        return None
+    return {"current": info["current"] / MB, "peak": info["peak"] / MB}
+
+
+def reset_peak(device: Optional[str] = None) -> None:
+    """Start a new peak from what is allocated now (no-op where the allocator keeps no statistics)."""
+    try:
+        tf.config.experimental.reset_memory_stats(device or allocator_device())
+    except (ValueError, tf.errors.OpError):
+        pass
+
+
+
 CACHED_STEPS = 8  # compiled train steps kept (one per distinct selection)
 
 

@@ -45,12 +45,16 @@ def prepare_tensorflow_environment() -> None:
     """Settings that must be made before TensorFlow is imported; call it first in every CLI.
 
     Silences TensorFlow's C++ start-up chatter and the tensorflow-addons end-of-life banner,
-    and turns on oneDNN kernels on x86-64. TF 2.15 enables oneDNN by default only on CPUs
-    with AVX512-VNNI/AMX-class features; elsewhere its default kernels are much slower
+    turns on oneDNN kernels on x86-64 and the CPU allocator that keeps memory statistics.
+    TF 2.15 enables oneDNN by default only on CPUs with AVX512-VNNI/AMX-class features; elsewhere its default kernels are much slower
     (ResNet50 training steps at 64-96 px took 2x longer on a 2-core AMD EPYC). Set
     TF_ENABLE_ONEDNN_OPTS=0 to opt out.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # errors still surface as Python exceptions
+    # TensorFlow's CPU allocator keeps statistics (current and peak bytes, which the memory model
+    # and --memory_budget_mb use) only as its BFC allocator; step times are the same with it
+    # (MobileNetV2 at 64 and 128 px, BENCHMARKS.md). TF_CPU_ALLOCATOR_USE_BFC=false opts out.
+    os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
     if platform.machine().lower() in ("x86_64", "amd64"):
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     warnings.filterwarnings("ignore", message=r"(?s).*TensorFlow Addons")

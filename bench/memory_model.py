@@ -15,67 +15,29 @@ term, each trained kernel's or gamma's layer input added); it was not better (BE
 Usage: python -m bench.memory_model [--model_name mobilenetv2] [--input_size 128] [--batch_size 32]
                                      [--bn_mode frozen] [--selections 12]
 
-On CPU, TensorFlow's allocator keeps statistics only with TF_CPU_ALLOCATOR_USE_BFC=true (then
-tf.config.experimental.get_memory_info('CPU:0') reports current and peak bytes); this script
-re-runs itself with it set, so training runs keep their usual allocator. For each selection it
+On CPU, TensorFlow's allocator keeps statistics only with TF_CPU_ALLOCATOR_USE_BFC=true, which
+tf_environment sets for every entry point. For each selection it
 builds the step as training does, warms it up, resets the peak, runs 3 steps and reads the peak
 above what was allocated before them (weights, slots, the batch). F is the classifier alone's (its
 gradient taken off); c and alpha are fitted on the contiguous tops (1/4 ... 5/6 of the points)
 and every tensor whose peak, gradients taken off, is above 1.1 F; the random selections are held
-out. A spike for issue 27's memory model: measured, not yet in the
-profile.
+out. The spike that chose issue 27's memory model; the profiler now measures the same model
+(profiler.measure_memory, on its own calibration steps) and `profiler.py --validate` checks it.
 """
 from __future__ import annotations
 
-import os
-import sys
+import tf_environment  # noqa: F401  (first of the repository's modules)
+import argparse
+from typing import Dict, List, Tuple
 
-if os.environ.get("TF_CPU_ALLOCATOR_USE_BFC") != "true":  # before TensorFlow loads: allocator statistics
-    os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
-    os.execv(sys.executable, [sys.executable, "-m", "bench.memory_model", *sys.argv[1:]])
+import numpy as np
+import tensorflow as tf
 
-import tf_environment  # noqa: F401,E402  (first of the repository's modules)
-import argparse  # noqa: E402
-from typing import Dict, List, Tuple  # noqa: E402
+import models
+from profiler import (_random_masks, flat_layers, input_mb, measured_peak_mb, memory_columns, random_batch,
+                      tensor_points, top_mask)
+from train_step import TrainStep, make_optimizer, shared_forward
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import models  # noqa: E402
-from profiler import _random_masks, random_batch, tensor_points  # noqa: E402
-from train_step import TrainStep, make_optimizer, shared_forward  # noqa: E402
-
-MB = 2.0 ** 20
-
-
-def flat_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:
-    """Every leaf layer in forward (topological) order, nested models opened."""
-    layers = []
-    for layer in model.layers:
-        layers += flat_layers(layer) if isinstance(layer, tf.keras.Model) else [layer]
-    return layers
-
-
-def input_bytes(layer: tf.keras.layers.Layer, batch_size: int) -> float:
-    """Bytes of the layer's inputs for one batch (float32)."""
-    try:
-        shapes = layer.input_shape
-    except (AttributeError, RuntimeError):
-        return 0.0
-    shapes = shapes if isinstance(shapes, list) else [shapes]
-    return float(sum(4 * batch_size * np.prod([d for d in shape[1:] if d]) for shape in shapes if shape))
-
-
-def memory_columns(model: tf.keras.Model, batch_size: int) -> Tuple[np.ndarray, np.ndarray]:
-    """(act_mb, grad_mb) per trainable tensor in forward order: the layer inputs kept from the
-    tensor's layer to the output, and the tensor's own size."""
-    layers = flat_layers(model)
-    kept_from = np.cumsum([input_bytes(layer, batch_size) for layer in layers][::-1])[::-1]  # layer i..end
-    index = {id(layer): position for position, layer in enumerate(layers)}
-    owners = models.owner_layers(model)
-    act = np.array([kept_from[index[id(owner)]] if id(owner) in index else kept_from[-1] for owner in owners]) / MB
-    grad = np.array([4.0 * np.prod(v.shape) for v in model.trainable_weights]) / MB
-    return act, grad
 
 
 def layer_kind(layer: tf.keras.layers.Layer, bn_mode: str) -> str:
@@ -96,7 +58,7 @@ def finer_columns(model: tf.keras.Model, batch_size: int, bn_mode: str) -> Tuple
     tensor's layer keeps (a function of the deepest selected tensor, like t_dy), and the input its
     own weight gradient needs (kernels and gammas; additive, like t_dw)."""
     layers = flat_layers(model)
-    kept = [input_bytes(layer, batch_size) if layer_kind(layer, bn_mode) == "always" else 0.0 for layer in layers]
+    kept = [input_mb(layer, batch_size) if layer_kind(layer, bn_mode) == "always" else 0.0 for layer in layers]
     kept_from = np.cumsum(kept[::-1])[::-1]
     index = {id(layer): position for position, layer in enumerate(layers)}
     depth, own = [], []
@@ -104,19 +66,15 @@ def finer_columns(model: tf.keras.Model, batch_size: int, bn_mode: str) -> Tuple
         depth.append(kept_from[index[id(owner)]] if id(owner) in index else 0.0)
         needs_input = layer_kind(owner, bn_mode) == "weights" and variable.name.split("/")[-1].split(":")[0] in (
             "kernel", "depthwise_kernel", "gamma")
-        own.append(input_bytes(owner, batch_size) if needs_input else 0.0)
-    return np.array(depth) / MB, np.array(own) / MB
+        own.append(input_mb(owner, batch_size) if needs_input else 0.0)
+    return np.array(depth), np.array(own)
 
 
 def measure_peak(step: TrainStep, images: tf.Tensor, labels: tf.Tensor) -> float:
-    """MB allocated at the step's peak above what was allocated before it."""
+    """MB the allocator's peak rises during 3 steps above what was allocated before them."""
     for _ in range(2):
         step(images, labels)[0].numpy()
-    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    tf.config.experimental.reset_memory_stats("CPU:0")
-    for _ in range(3):
-        step(images, labels)[0].numpy()
-    return (tf.config.experimental.get_memory_info("CPU:0")["peak"] - before) / MB
+    return measured_peak_mb(lambda: step(images, labels)[0].numpy(), calls=3)
 
 
 def features(act: np.ndarray, grad: np.ndarray, mask: np.ndarray) -> Tuple[float, float]:
@@ -138,11 +96,7 @@ def main() -> None:
     points = tensor_points(model)
     count = len(points)
 
-    def top(share: float) -> np.ndarray:  # the tensors of the last `share` of the points
-        first_point = points[-1] - max(1, int(share * (points[-1] + 1))) + 1  # share 0: the classifier
-        return (np.array(points) >= first_point).astype(np.uint8)
-
-    calibration = [("head", top(0.0))] + [(f"top {name}", top(share)) for name, share in
+    calibration = [("head", top_mask(points, 0.0))] + [(f"top {name}", top_mask(points, share)) for name, share in
                                           (("1/4", 0.25), ("1/3", 1 / 3), ("1/2", 0.5), ("2/3", 2 / 3),
                                            ("3/4", 0.75), ("5/6", 5 / 6))] + [("full", np.ones(count, np.uint8))]
     held_out = [(f"random {i + 1}", m) for i, m in

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import memory_model
 import profile_tables
 import profiler
 from utils import UserError, atomic_write_json
@@ -229,6 +230,13 @@ def test_cli_profiles_then_reuses(tmp_path, caplog):
             assert profiler.main(arguments) == 0
         assert "measuring again" in caplog.text and "before the probe's full-gradient pass was timed" in caplog.text
         assert profile_tables.load_profile(str(path))["T_grad_ms"] > 0
+        older = {key: value for key, value in profile_tables.load_profile(str(path)).items() if key != "memory"}
+        path.write_text(json.dumps(older))  # made before profiles measured memory
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            assert profiler.main(arguments) == 0
+        assert "measuring again" in caplog.text and "before profiles measured the memory model" in caplog.text
+        assert memory_model.has_memory_model(profile_tables.load_profile(str(path)))
     finally:
         os.chdir(cwd)
 
@@ -298,7 +306,10 @@ def test_validation_scales_predictions_by_the_live_anchor_and_restores_the_weigh
     for saved, now in zip(before, model.get_weights()):
         np.testing.assert_array_equal(saved, now)
     profiler.print_validation(results)
-    assert "with the live anchor" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "with the live anchor" in printed
+    assert "memory model's relative error over 2 random selections" in printed  # the profile's memory model, checked
+    assert all(r["measured_mb"] > 0 and r["predicted_mb"] > 0 for r in results)
     # the anchor is the last function timed: the probe's gradients, 2 x the profile's time here
     steps_ms = [10.0, 20.0, 30.0, 15.0, 25.0]  # head, path, full, two random selections
     monkeypatch.setattr(profiler, "wall_times_ms", lambda functions, steps, block=5: steps_ms + [2 * profile["T_grad_ms"]])

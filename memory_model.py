@@ -1,0 +1,144 @@
+"""Peak memory of a training step as a function of the selection (docs/design.md §2): pure NumPy.
+
+With d the deepest selected tensor and M the selection (forward order, as the profile lists them):
+
+    step peak(M) = base + max(F, c + alpha * act[d]) + sum_k M[k] * grad[k]
+
+- act[d]: bytes of every layer input from tensor d's layer to the output, what the backward
+  pass down to d must keep (from the model's shapes; profile column `act_mb`).
+- grad[k]: tensor k's gradient (its size; column `grad_mb`). The optimizer's slots exist for
+  every tensor from the start (train.Loop creates them all, so checkpoints restore them), so
+  they are part of `base`, not of a selection's cost.
+- F (the floor): the forward pass's own transient peak; shallow selections all peak there. It
+  is the lowest measured step reaching into the backbone; the classifier's tensors alone cost
+  their own measured step (`head_mb`; with BatchNorm in training mode it is lower than F).
+  c and alpha: fitted on measured peaks of deeper selections.
+- base: what TensorFlow's allocator holds before the step (weights, slots, the batch, the input
+  pipeline's buffers), read live when a selection is made.
+
+max(F, c + alpha * act[d]) depends on d alone, like the time model's backward-through cost, so the
+two-budget selector (selection_solver_DP.select_within_budgets) stays exact with it as the depth
+term. The profiler measures F, c and alpha on the device (profiler.measure_memory).
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+MEMORY_KEYS = ("floor_mb", "c_mb", "alpha")
+PROBE_COPIES = 5  # gradient-sized tensors the importance probe holds besides a pass's activations (probe_mb)
+ABOVE_FLOOR = 1.1  # with fewer than two depths whose steps (gradients off) pass 1.1 F, no line is fitted (fit)
+
+
+def fit(rows: Sequence[Mapping]) -> Dict[str, float]:
+    """F, c and alpha from measured steps: rows of {act_mb (of the deepest selected tensor),
+    grad_mb (sum over the selection), measured_mb (peak above what was allocated before)}; the
+    first row must be the classifier-only step (it gives the classifier's own step, `head_mb`), the
+    lowest of the others F. c and alpha minimise the squared
+    error (MB) of max(F, c + alpha * act) + grad over every row (a grid, zoomed in three times),
+    so steps at the floor do not pull the line as a least-squares line through them would (with
+    BatchNorm in training mode that line missed held-out steps by 22-23 % against 11-12 %). With fewer than two depths above
+    ABOVE_FLOOR * F, the line through the origin that covers them all (a safe side, c = 0)."""
+    if not rows:
+        raise ValueError("memory calibration needs at least the classifier-only step")
+    act, grad, measured = (np.array([float(row[key]) for row in rows]) for key in ("act_mb", "grad_mb", "measured_mb"))
+    kept = measured - grad  # what the depth term must explain
+    head = max(0.0, float(kept[0]))
+    # Steps reaching into the backbone may start higher than the classifier's (with BatchNorm in
+    # training mode, by about 40 MB on MobileNetV2 at 128 px): their floor is the lowest of theirs.
+    act, grad, measured, kept = act[1:], grad[1:], measured[1:], kept[1:]
+    floor = max(0.0, float(kept.min())) if len(kept) else head
+    fitted = {"head_mb": head, "floor_mb": floor}
+    deep = (kept > ABOVE_FLOOR * floor) & (act > 0)
+    if len(np.unique(np.round(act[deep], 6))) < 2:
+        if not len(act):
+            return {**fitted, "c_mb": 0.0, "alpha": 0.0}
+        deepest = act >= 0.5 * act.max()  # the slope of the deepest steps, which the floor does not explain
+        return {**fitted, "c_mb": 0.0, "alpha": float((kept[deepest] / np.maximum(act[deepest], 1e-9)).max())}
+    slope = float((kept[deep] / act[deep]).max())
+    alphas, constants = np.linspace(0.0, 1.5 * slope, 301), np.linspace(-kept.max(), kept.max(), 301)
+    for _ in range(4):
+        predicted = np.maximum(floor, constants[None, :, None] + alphas[:, None, None] * act) + grad
+        errors = ((predicted - measured) ** 2).sum(axis=-1)
+        i, j = np.unravel_index(int(np.argmin(errors)), errors.shape)
+        alpha, constant = float(alphas[i]), float(constants[j])
+        alpha_step, constant_step = alphas[1] - alphas[0], constants[1] - constants[0]
+        alphas = np.linspace(max(0.0, alpha - 2 * alpha_step), alpha + 2 * alpha_step, 41)
+        constants = np.linspace(constant - 2 * constant_step, constant + 2 * constant_step, 41)
+    return {**fitted, "c_mb": constant, "alpha": alpha}
+
+
+def has_memory_model(profile: Mapping) -> bool:
+    """Whether a profile carries the memory columns and a fitted model (profiles made before
+    issue 27 do not)."""
+    memory = profile.get("memory")
+    return (isinstance(memory, Mapping) and all(key in memory for key in MEMORY_KEYS)
+            and all("act_mb" in t and "grad_mb" in t for t in profile.get("tensors", [])))
+
+
+class MemoryModel:
+    """A profile's memory model; masks and arrays in forward order unless a name says otherwise."""
+
+    def __init__(self, profile: Mapping):
+        if not has_memory_model(profile):
+            raise ValueError("the profile has no memory model")
+        memory = profile["memory"]
+        self.floor_mb, self.c_mb, self.alpha = (float(memory[key]) for key in MEMORY_KEYS)
+        self.head_mb = float(memory.get("head_mb", self.floor_mb))  # profiles of the first version: one floor
+        self.head = [int(k) for k in memory.get("head_indices", [])]  # the classifier's tensors
+        self.act_mb = np.array([float(t["act_mb"]) for t in profile["tensors"]])
+        self.grad_mb = np.array([float(t["grad_mb"]) for t in profile["tensors"]])
+
+    @property
+    def depth_mb(self) -> np.ndarray:
+        """max(F, c + alpha * act[d]) for each tensor d as the deepest selected; the classifier's
+        own step for its tensors."""
+        depth = np.maximum(self.floor_mb, self.c_mb + self.alpha * self.act_mb)
+        depth[self.head] = self.head_mb
+        return depth
+
+    @property
+    def head_step_mb(self) -> float:
+        """A classifier-only step (the floor, for profiles that do not name the classifier's tensors)."""
+        if not self.head:
+            return self.floor_mb
+        mask = np.zeros(len(self.act_mb), np.uint8)
+        mask[self.head] = 1
+        return self.step_mb(mask)
+
+    def step_mb(self, mask: Sequence[int]) -> float:
+        """Predicted peak of a step of `mask` above the allocator's base (0 for no selection)."""
+        selected = np.asarray(mask).astype(bool)
+        if not selected.any():
+            return 0.0
+        return float(self.depth_mb[int(np.flatnonzero(selected)[0])] + self.grad_mb[selected].sum())
+
+    def probe_mb(self, chunks: int = 1) -> float:
+        """Predicted peak of the importance probe (schemes.elastic.ImportanceProbe) with its batch
+        cut into `chunks` micro-batches: the deepest step's activations over `chunks`, and
+        PROBE_COPIES gradient-sized copies (a chunk's gradients, their running sum, the snapshots
+        of the weights and the optimizer's slots the probe restores, the weights before its trial
+        update). Measured on MobileNetV2 at 128 px: 262 MB in 3 chunks against 275 predicted."""
+        full = float(self.depth_mb[0])
+        return max(self.floor_mb, full / chunks) + PROBE_COPIES * float(self.grad_mb.sum())
+
+    def probe_chunks(self, room_mb: float, batch_size: int) -> Optional[int]:
+        """The fewest micro-batches (at most the batch size) whose probe fits `room_mb` above the
+        base; None when even one example a chunk does not fit."""
+        for chunks in range(1, batch_size + 1):
+            if self.probe_mb(chunks) <= room_mb:
+                return chunks
+        return None
+
+
+def validation_rows(model: MemoryModel, rows: Sequence[Mapping]) -> List[Dict]:
+    """Predicted against measured peaks (above the base) for rows of {label, mask, measured_mb}."""
+    results = []
+    for row in rows:
+        predicted = model.step_mb(row["mask"])
+        measured = float(row["measured_mb"])
+        results.append(dict(label=row["label"], tensors=int(np.sum(row["mask"])), predicted_mb=predicted,
+                            measured_mb=measured, error=(predicted - measured) / measured if measured else math.nan))
+    return results
