@@ -45,6 +45,7 @@ class TrainConfig:
     block_range: str = ""  # block_range_training's "FIRST:STOP" ("" for other schemes)
     val_fraction: float = 0.0  # share of the training split held out for validation (0: none)
     energy_meter: str = "auto"  # energy.py's reader: none, auto, rapl, ina3221, nvml
+    memory_budget_mb: float = 0.0  # elastic_training, sparse_update_training: the allocator's step peak (0: none)
 
     @property
     def gradient_filter(self) -> Tuple[int, int]:

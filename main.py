@@ -7,6 +7,7 @@ Flags, names and defaults follow the original ElasticTrainer CLI.
 """
 import tf_environment  # noqa: F401  (first: prepares TensorFlow's environment before TensorFlow loads)
 import argparse
+import contextlib
 import dataclasses
 import logging
 import math
@@ -34,6 +35,7 @@ from train_step import OPTIMIZERS
 from utils import (UserError, ensure_writable_dir, overhead_share, positive_int, read_json, run_cli,
                    str2bool)
 
+MEMORY_BUDGET_SCHEMES = ("elastic_training", "sparse_update_training")
 OVERHEAD_HINT_SHARE = 0.15  # above this share of probes and compiles, the summary suggests a longer --interval
 
 
@@ -128,6 +130,12 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
          help="continue the run named by --run_name (or the default name) in --logdir from its "
               "latest checkpoint; the other flags must be the ones it was started with")
     flag("--logdir", default="logs", help="TensorBoard logs go to <logdir>/<run_name>")
+    flag("--memory_budget_mb", type=float, default=0.0, metavar="MB",
+         help="elastic_training and sparse_update_training: also keep the peak memory of a training step within "
+              "MB, as TensorFlow's allocator counts it (weights, optimizer slots, data buffers, activations, "
+              "gradients; the process's resident memory adds the runtime, see README), predicted by the "
+              "profile's memory model; the importance probe runs in micro-batches that fit. A budget below a "
+              "classifier-only step is refused with the smallest feasible one (0: no memory budget)")
     flag("--energy_meter", default="auto", choices=energy.METERS,
          help="energy per epoch and per step from the device's own counter (whole device, not this process): "
               "rapl (Linux powercap), ina3221 (Jetson power rails), nvml (NVIDIA GPUs); auto takes the first "
@@ -137,7 +145,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def requested_run_name(args: argparse.Namespace) -> str:
     """--run_name, or the default
-    <model>_<dataset>_<train_type>[_rho<rho>[_paper]][_bntrain][_gf<r>x<blocks>][_blocks<first>-<stop>]."""
+    <model>_<dataset>_<train_type>[_rho<rho>[_paper]][_bntrain][_gf<r>x<blocks>][_blocks<first>-<stop>][_mem<MB>]."""
     if args.run_name:
         return args.run_name
     parts = [args.model_name, args.dataset_name, args.train_type]
@@ -149,6 +157,8 @@ def requested_run_name(args: argparse.Namespace) -> str:
         parts.append(f"gf{gf_radius(args)}x{args.gf_blocks}")
     if args.block_range is not None:
         parts.append("blocks{}-{}".format(*parse_block_range(args.block_range)))
+    if args.memory_budget_mb:
+        parts.append(f"mem{args.memory_budget_mb:g}")
     return "_".join(parts)
 
 
@@ -173,6 +183,15 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         raise UserError("--reference_steps must be 0 (skip) or a number of steps")
     if args.checkpoint_every < 0:
         raise UserError("--checkpoint_every must be 0 (epoch ends only) or a number of steps")
+    if args.memory_budget_mb:
+        if not (args.memory_budget_mb > 0 and math.isfinite(args.memory_budget_mb)):
+            raise UserError(f"--memory_budget_mb must be a positive number of MB (or 0: none), got {args.memory_budget_mb}")
+        if args.train_type not in MEMORY_BUDGET_SCHEMES:
+            raise UserError(f"--memory_budget_mb works with {' and '.join(MEMORY_BUDGET_SCHEMES)}, not "
+                            f"{args.train_type} (its selection is fixed by its flags)")
+        if args.rho_mode != "exact":
+            raise UserError("--memory_budget_mb works with --rho_mode exact (paper mode keeps the original's time "
+                            "budget, which has no memory side)")
     radius = gf_radius(args)
     if radius == 1 or radius < 0:
         raise UserError(f"--gf_radius must be 0 (off) or a patch size of at least 2 (the paper's: "
@@ -206,7 +225,8 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate,
         bn_mode=args.bn_mode, rho_mode=args.rho_mode, reference_steps=args.reference_steps,
         checkpoint_every=args.checkpoint_every, gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1],
-        block_range=block_range, val_fraction=args.val_fraction, energy_meter=args.energy_meter)
+        block_range=block_range, val_fraction=args.val_fraction, energy_meter=args.energy_meter,
+        memory_budget_mb=args.memory_budget_mb)
 
 
 def check_resumable(config: TrainConfig) -> Optional[dict]:
@@ -300,6 +320,14 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
         lines.append(f"Hint:                 {len(summary['selection_seconds'])} selections took "
                      f"{100 * share:.0f} % of the training time; each new one probes and compiles a "
                      f"step, so a longer --interval (or a longer run) makes that share smaller")
+    if summary.get("memory_budget_mb"):
+        lines.append(f"Memory budget:        {summary['memory_budget_mb']:g} MB; predicted step peak up to "
+                     f"{summary['predicted_step_peak_mb']:.0f} MB, measured {summary['measured_step_peak_mb']:.0f} MB")
+    peaks = [f"{name} {summary[key]:.0f} MB" for key, name in
+             (("measured_step_peak_mb", "training steps"), ("measured_selection_peak_mb", "selections (probe, analysis)"),
+              ("measured_evaluation_peak_mb", "evaluation")) if summary.get(key) is not None]
+    if peaks:
+        lines.append(f"Allocator peaks:      {', '.join(peaks)} (TensorFlow's tensors)")
     if "peak_memory_mb" in summary:
         lines.append(f"Peak memory:          {summary['peak_memory_mb']:.0f} MB resident (the whole process)")
     if txt_path:
@@ -348,6 +376,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         summary = train(config, model, train_data, test_data, steps_per_epoch, outputs, profile,
                         resume=args.resume, resume_command=command, val_data=val_data, meter=meter)
+    except UserError:
+        with contextlib.suppress(OSError):  # a refusal before training (e.g. a budget) leaves no empty run folder
+            os.rmdir(outputs.run_dir)
+        raise
     finally:
         if meter:
             meter.stop()

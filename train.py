@@ -17,13 +17,14 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
+import memory_model
 import profile_tables
 from checkpoints import RunCheckpoints
 from config import TrainConfig
 from energy import Meter
 from run_outputs import RunOutputs
-from schemes import SCHEMES, Context, Scheme
-from train_step import StepCache, make_optimizer, preserved_state, wall_time_samples
+from schemes import SCHEMES, Context, Scheme, classifier_mask
+from train_step import StepCache, allocator_mb, make_optimizer, preserved_state, reset_peak, wall_time_samples
 from utils import UserError, overhead_share
 
 # ------------------------------------------------------------------------------------- loop
@@ -66,6 +67,10 @@ def load_profile_for(config: TrainConfig, model: tf.keras.Model) -> Dict:
         num_classes=config.num_classes, batch_size=config.batch_size,
         tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command=command,
         bn_mode=config.bn_mode, gradient_filter=config.gradient_filter)
+    if config.memory_budget_mb and not memory_model.has_memory_model(profile):
+        raise UserError(f"--memory_budget_mb needs a profile with a memory model, and {config.profile} has none "
+                        f"(made before profiles measured memory, or where TensorFlow's allocator keeps no "
+                        f"statistics). Measure it again with: {command} --force")
     return profile
 
 
@@ -124,6 +129,14 @@ class LoopState:
     epoch_totals: Dict = dataclasses.field(default_factory=dict)  # the unfinished epoch's sums
     sessions: int = 1
     scheme: Dict = dataclasses.field(default_factory=dict)
+    memory_peaks: Dict = dataclasses.field(default_factory=dict)  # MB: the allocator's peak per MEMORY_PHASES
+    memory_selections: List[Dict] = dataclasses.field(default_factory=list)  # predicted and measured, per selection
+
+
+# What the allocator's peaks are told apart by: training steps, selections (probes, contribution
+# analysis, the steps they compile), evaluation. Checkpoints, each epoch's input-pipeline start (its
+# shuffle buffer filling, before its first batch) and the final reference timing count in none.
+MEMORY_PHASES = ("step", "selection", "evaluation")
 
 
 def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.data.Dataset,
@@ -144,7 +157,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     (energy.py), each epoch's training steps are metered: joules per epoch and per step.
     """
     loop = Loop(config, model, train_data, steps_per_epoch, outputs, profile, resume_command, meter)
-    loop.start(resume)
+    loop.start(resume, evaluation=[data for data in (test_data, val_data) if data is not None])
     with StopRequest() as stop:
         while loop.state.epoch < config.num_epochs:
             totals = loop.train_epoch(stop)
@@ -191,9 +204,12 @@ class Loop:
         self.state = LoopState()
         self.batch = None  # the last batch trained: the final reference timing runs on it
         self.meter = meter  # energy.Meter, when the device has one
+        self.epoch_peaks: Dict[str, float] = {}  # the current epoch's allocator peaks per phase (MB)
+        self.stepped = False  # whether a training step ran since the last memory phase ended
 
-    def start(self, resume: bool) -> None:
-        """Restore the latest checkpoint (resume), or record the new run's configuration."""
+    def start(self, resume: bool, evaluation: Sequence[tf.data.Dataset] = ()) -> None:
+        """Restore the latest checkpoint (resume), or check a memory budget (`evaluation`: the
+        datasets each epoch is evaluated on) and record the new run's configuration."""
         state, scheme = self.state, self.scheme
         if resume:
             saved = self.checkpoints.restore()
@@ -204,15 +220,57 @@ class Loop:
             logging.info("resuming %s at epoch %d, step %d (%.1f s of training so far)", self.config.run_name,
                          state.epoch + 1, state.step, state.train_seconds)
         else:
+            self.check_memory_budget(evaluation)
             self.outputs.save_config(self.config)
             if not scheme.due(0):  # a fixed selection: show it once
                 self.outputs.selection_mask(0, scheme.mask)
                 state.masks.append(scheme.mask.tolist())
+        reset_peak()  # building the model and loading data are not training
+
+    def check_memory_budget(self, evaluation: Sequence[tf.data.Dataset]) -> None:
+        """Under a memory budget, refuse one that cannot pay for a classifier-only step before the
+        run writes anything. What the allocator holds is read as it will be during training: with
+        the input pipeline's buffers filled (an epoch's and the probes' shuffle buffers hold the
+        whole training split when it is cached) and the evaluation datasets' in-memory caches made
+        (a pass over each; after the first epoch's evaluation they stay, and would otherwise push
+        the first selection's steps over the budget by their size)."""
+        controller = getattr(self.scheme, "controller", None)
+        if controller is None or controller.memory is None:
+            return
+        for dataset in evaluation:
+            for _ in dataset:
+                pass
+        batches = iter(self.epochs.epoch(0))
+        next(batches)
+        self.epochs.probe(0, 1)
+        controller.check_memory(classifier_mask(self.model))
+        del batches
+
+    def close_memory_phase(self, phase: Optional[str]) -> None:
+        """Fold the allocator's peak since the last phase ended into `phase` (one of MEMORY_PHASES;
+        None: count it nowhere), and into the current selection's measured peak for training steps;
+        then start a new peak. Nothing where the allocator keeps no statistics."""
+        stats = allocator_mb()
+        if stats is None:
+            return
+        if phase == "step" and not self.stepped:  # no step ran: what it reads is only what is held
+            phase = None
+        self.stepped = False
+        if phase is not None:
+            peak, state = stats["peak"], self.state
+            self.epoch_peaks[phase] = max(self.epoch_peaks.get(phase, 0.0), peak)
+            state.memory_peaks[phase] = max(state.memory_peaks.get(phase, 0.0), peak)
+            if phase == "step" and state.memory_selections:
+                latest = state.memory_selections[-1]
+                latest["measured_mb"] = max(latest.get("measured_mb", 0.0), peak)
+        reset_peak()
 
     def save_checkpoint(self) -> str:
+        self.close_memory_phase("step")
         start = time.perf_counter()
         path = self.checkpoints.save(dataclasses.asdict(dataclasses.replace(self.state, scheme=self.scheme.state())))
         self.state.checkpoint_seconds += time.perf_counter() - start
+        self.close_memory_phase(None)
         return path
 
     def interrupted(self, signal_number: int, where: str) -> "RunInterrupted":
@@ -224,9 +282,18 @@ class Loop:
         state, scheme = self.state, self.scheme
         if not scheme.due(state.step):
             return
+        self.close_memory_phase("step")
+        if state.memory_selections:
+            scheme.observe_memory(state.memory_selections[-1])
         start = time.perf_counter()
         info = scheme.reselect(state.step)
         state.selection_seconds.append(time.perf_counter() - start)
+        self.close_memory_phase("selection")
+        if "memory/predicted_peak_mb" in info:
+            state.memory_selections.append({"step": state.step, "predicted_mb": info["memory/predicted_peak_mb"],
+                                            "base_mb": info["memory/base_mb"],
+                                            **({"probe_chunks": info["memory/probe_chunks"]}
+                                               if "memory/probe_chunks" in info else {})})
         self.outputs.scalars(state.step, {**info, "elastic/selection_overhead_ms": 1000 * state.selection_seconds[-1]})
         self.outputs.selection_mask(state.step, scheme.mask)
         state.masks.append(scheme.mask.tolist())
@@ -254,6 +321,7 @@ class Loop:
         state.step += 1
         state.position += 1
         self.batch = (images, labels)
+        self.stepped = True
 
     def diverged(self, loss_value: float) -> TrainingDiverged:
         epoch = self.state.epoch
@@ -278,7 +346,9 @@ class Loop:
         bar = tqdm(self.epochs.epoch(epoch, skip=state.position), total=self.steps_per_epoch, initial=state.position,
                    desc=f"epoch {epoch + 1}/{config.num_epochs}", unit="step", dynamic_ncols=True,
                    disable=None)  # no bar when not a terminal
-        for images, labels in bar:
+        for index, (images, labels) in enumerate(bar):
+            if index == 0:  # the input pipeline's start (an epoch's shuffle buffer filling) is no step
+                self.close_memory_phase(None)
             self.reselect_if_due()
             self.train_step(images, labels, totals, previous_end)
             bar.set_postfix(loss=f"{totals['loss_sum'] / totals['seen']:.3f}",
@@ -305,11 +375,13 @@ class Loop:
 
     def evaluate_epoch(self, test_data: tf.data.Dataset, val_data: Optional[tf.data.Dataset]) -> Dict[str, float]:
         """Test (and validation) loss and accuracy; not training time."""
+        self.close_memory_phase("step")
         start = time.perf_counter()
         metrics = self.evaluate(test_data)
         if val_data is not None:
             metrics.update(self.evaluate(val_data, "validation"))
         self.state.evaluation_seconds += time.perf_counter() - start
+        self.close_memory_phase("evaluation")
         return metrics
 
     def end_epoch(self, totals: Dict, metrics: Dict[str, float]) -> None:
@@ -343,7 +415,9 @@ class Loop:
             "time/selection_seconds": sum(state.selection_seconds),
             "time/overhead_share": overhead_share(compiling, state.selection_seconds, state.train_seconds),
             "time/evaluation_seconds": state.evaluation_seconds,
-            "time/train_seconds": state.train_seconds, **energy, **metrics})
+            "time/train_seconds": state.train_seconds, **energy, **metrics,
+            **{f"memory/{phase}_peak_mb": peak for phase, peak in self.epoch_peaks.items()}})
+        self.epoch_peaks = {}
         validation = f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%, " if validated else ""
         logging.info("epoch %d/%d: %stest accuracy %.2f%% (best %.2f%%), %.1f s of training",
                      epoch + 1, config.num_epochs, validation, 100 * metrics["test/accuracy"],
@@ -364,7 +438,8 @@ class Loop:
                             state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
                             state.evaluation_seconds, state.history, reference)
         summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions,
-                       selection_parts=dict(scheme.overhead), **energy_summary(state.history, self.meter))
+                       selection_parts=dict(scheme.overhead), **energy_summary(state.history, self.meter),
+                       **memory_summary(config, state))
         return summary
 
 
@@ -377,6 +452,16 @@ def energy_summary(history: Sequence[Dict], meter) -> Dict:
     joules, steps = sum(entry["energy_joules"] for entry in metered), sum(entry["energy_steps"] for entry in metered)
     return {"energy_meter": meter.name if meter else None, "energy_joules": joules,
             "joules_per_step": joules / max(steps, 1), "energy_epochs_metered": len(metered)}
+
+
+def memory_summary(config: TrainConfig, state: LoopState) -> Dict:
+    """The allocator's peaks (MB) per phase over the run, and under a memory budget the predicted
+    and measured step peak of every selection; None where the allocator kept no statistics."""
+    peaks = {f"measured_{phase}_peak_mb": state.memory_peaks.get(phase) for phase in MEMORY_PHASES}
+    predicted = [entry["predicted_mb"] for entry in state.memory_selections]
+    return {"memory_budget_mb": config.memory_budget_mb or None, **peaks,
+            "predicted_step_peak_mb": max(predicted) if predicted else None,
+            "memory_selections": list(state.memory_selections)}
 
 
 def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:

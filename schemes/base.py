@@ -105,6 +105,9 @@ class Scheme:
     def observe_step(self, step_ms: float) -> None:
         pass
 
+    def observe_memory(self, selection: Dict) -> None:
+        """The last selection's predicted and measured allocator peaks (train.Loop's memory_selections entry)."""
+
     def state(self) -> Dict:
         """What a checkpoint keeps of the scheme (to continue exactly where it stopped)."""
         return {"mask": self.mask.tolist(), "overhead": dict(self.overhead)}

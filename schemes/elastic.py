@@ -31,10 +31,16 @@ class ImportanceProbe:
         self._full_gradients = full_gradients(model, self.forward)
         self.last_batch = None  # the last batch probed (the live anchor times its calls on it)
         self.calls_ms: List[float] = []  # wall times of the last probe's gradient calls
+        self.chunks = 1  # micro-batches of each probe batch (a memory budget may ask for more)
 
     def _gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
         """The full gradients on one batch, the call timed into `calls_ms` (the live anchor's)
-        unless it traced and compiled the function (a new process, a resumed run)."""
+        unless it traced and compiled the function (a new process, a resumed run). With `chunks`
+        above 1, the batch's mean-loss gradients summed over micro-batches, each weighted by its
+        share (the same mean loss's gradients with frozen BatchNorm, where examples do not interact;
+        augmentation and dropout draw per micro-batch; untimed)."""
+        if self.chunks > 1:
+            return self._chunked_gradients(images, labels)
         traces = self._full_gradients.experimental_get_tracing_count()
         start = time.perf_counter()
         gradients = self._full_gradients(images, labels)
@@ -42,6 +48,16 @@ class ImportanceProbe:
         if self._full_gradients.experimental_get_tracing_count() == traces:
             self.calls_ms.append((time.perf_counter() - start) * 1000)
         return gradients
+
+    def _chunked_gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[Optional[tf.Tensor]]:
+        size = int(images.shape[0])
+        bounds = np.linspace(0, size, min(self.chunks, size) + 1).round().astype(int)
+        total: List[Optional[tf.Tensor]] = []
+        for low, high in zip(bounds[:-1], bounds[1:]):
+            share = (high - low) / size
+            part = [None if g is None else g * share for g in self._full_gradients(images[low:high], labels[low:high])]
+            total = part if not total else [g if t is None else t + g for t, g in zip(total, part)]
+        return total
 
     def gradients_ms(self, step: Optional[Callable] = None, calls: int = 2) -> List[float]:
         """Typical wall times (ms) of the probe's full gradients and, given a compiled train
@@ -99,7 +115,8 @@ class ElasticTraining(Scheme):
     def __init__(self, context: Context):
         super().__init__(context)
         config = context.config
-        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode)
+        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode,
+                                             config.memory_budget_mb)
         self.probe = ImportanceProbe(context.model, context.setup.optimizer, context.steps.forward)
         self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
         self._head = classifier_mask(context.model)
@@ -126,12 +143,21 @@ class ElasticTraining(Scheme):
     def observe_step(self, step_ms: float) -> None:
         self.controller.observe(step_ms)
 
+    def observe_memory(self, selection: Dict) -> None:
+        if self.controller.memory is not None and "measured_mb" in selection:
+            self.controller.observe_memory(selection["predicted_mb"], selection["base_mb"], selection["measured_mb"])
+
     def reselect(self, step: int) -> Dict[str, float]:
         info = self.controller.end_period(self.mask) if self.selections else {}
         recalibrate = self.context.config.recalibrate
         if recalibrate and self.selections and self.selections % recalibrate == 0:
             with self.timed("recalibrate"):
                 info.update(self._recalibrate())
+        if self.controller.memory is not None:  # the probe's full backward pass in micro-batches that fit
+            room = self.controller.memory_room_mb() / self.controller.memory_correction
+            batch_size = self.context.config.batch_size
+            self.probe.chunks = self.controller.memory.probe_chunks(room, batch_size) or batch_size
+            info["memory/probe_chunks"] = self.probe.chunks
         with self.timed("probe"):  # the first probe also traces and compiles the probe's graph
             importance = normalized(self.importance())
             if self._anchored():
@@ -147,7 +173,7 @@ class ElasticTraining(Scheme):
         predicted = self.controller.predicted_ms(mask)
         info.update({"elastic/selected_fraction": float(mask.mean()),
                      "elastic/predicted_rho": predicted / self.controller.T_full_ms,
-                     "elastic/correction": self.controller.correction})
+                     "elastic/correction": self.controller.correction, **memory_info(self.controller, mask)})
         return info
 
     def _drift(self, achieved_ms: Optional[float]) -> float:
@@ -168,12 +194,13 @@ class ElasticTraining(Scheme):
         Exact mode only (paper mode's budget is a share of the backward pass); not at the first
         selection of a process, a run's first or a resumed run's (a new process runs its first
         steps slow), nor with --recalibrate (which re-measures full steps itself); and only with
-        a profile that timed the probe's pass (made since T_grad_ms was recorded) and a probed
-        batch."""
+        a profile that timed the probe's pass (made since T_grad_ms was recorded), a probed
+        batch, and a probe in one piece (in micro-batches under a memory budget it is not the
+        profiled pass, and timing that pass whole would break the budget)."""
         config = self.context.config
         return (config.rho_mode == "exact" and self._selected_here > 0 and not config.recalibrate
                 and float((self.context.profile or {}).get("T_grad_ms") or 0) > 0
-                and self.probe.last_batch is not None)
+                and self.probe.last_batch is not None and self.probe.chunks == 1)
 
     def state(self) -> Dict:
         return {**super().state(), "selections": self.selections, "probe_position": self.probe_position,
@@ -211,3 +238,11 @@ class ElasticGradMagnitude(ElasticTraining):
 
     def importance(self) -> np.ndarray:
         return self.probe.gradient_magnitude(self.probe_batches())
+
+
+def memory_info(controller: StepTimeController, mask: np.ndarray) -> Dict[str, float]:
+    """TensorBoard scalars of a selection under a memory budget (none without one)."""
+    if controller.memory is None:
+        return {}
+    return {"memory/predicted_peak_mb": controller.predicted_peak_mb(mask), "memory/base_mb": controller.base_mb,
+            "memory/budget_mb": controller.memory_budget_mb}

@@ -13,6 +13,11 @@ blocks between two bias depths get the gain the deeper trial adds. These gains a
 importance the DP maximises under the budget, so the schemes differ from ElasticTrainer only in
 how importance is measured (trials once, against a first-order probe every few epochs).
 
+With --memory_budget_mb, the selection also keeps a step's predicted peak memory within that
+budget (StepTimeController). The analysis itself trains every trial with full gradients, so its own
+peak is a full step's: the original runs it offline, before deployment; here it runs at step 0 and
+its peak is reported apart, as a selection's (`measured_selection_peak_mb`).
+
 Each trial starts from the same state (weights, optimizer, random generators restored), runs
 TRIAL_STEPS steps of plain SGD on the first TRIAL_BATCHES batches of the probe stream, and is
 scored on the next HELD_OUT_BATCHES by the drop in mean loss (on a slice this small, accuracy
@@ -30,7 +35,7 @@ import tensorflow as tf
 from models import gradient_filter
 import models
 from schemes.base import Context, Scheme, bias_mask, classifier_mask
-from schemes.elastic import normalized
+from schemes.elastic import memory_info, normalized
 from schemes.time_budget import StepTimeController
 from train_step import MOMENTUM, classification_loss, preserved_state
 
@@ -110,7 +115,8 @@ class SparseUpdate(Scheme):
     def __init__(self, context: Context):
         super().__init__(context)
         config = context.config
-        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode)
+        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode,
+                                             config.memory_budget_mb)
         self.selected = False
         self.contributions: Dict[str, List[float]] = {}
 
@@ -159,7 +165,8 @@ class SparseUpdate(Scheme):
             self.mask = self.controller.select(importance) | classifier_mask(self.context.model)
         self.selected = True
         return {"elastic/selected_fraction": float(self.mask.mean()),
-                "elastic/predicted_rho": self.controller.predicted_ms(self.mask) / self.controller.T_full_ms}
+                "elastic/predicted_rho": self.controller.predicted_ms(self.mask) / self.controller.T_full_ms,
+                **memory_info(self.controller, self.mask)}
 
     def state(self) -> Dict:
         return {**super().state(), "selected": self.selected, "contributions": self.contributions}

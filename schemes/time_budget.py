@@ -7,9 +7,10 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+import memory_model
 import profile_tables
 import selection_solver_DP as solver
-from train_step import typical_ms
+from train_step import allocator_mb, typical_ms
 from utils import UserError
 
 
@@ -25,10 +26,22 @@ class StepTimeController:
     times today's full step.
     `recalibrate` swaps in live T_fp / T_full measurements instead.
     paper mode: the original's budget, (rho - 1/3) * 3/2 of the backward time, open loop.
+    With `memory_budget_mb` (exact mode), selections also keep the predicted peak of TensorFlow's
+    allocator during a step, what it holds when the selection is made plus the profile's memory
+    model of the step (memory_model.py), within that many MB (selection_solver_DP.select_within_budgets).
     """
 
-    def __init__(self, profile: Dict, rho: float, resolution: int = 1000, rho_mode: str = "exact"):
+    def __init__(self, profile: Dict, rho: float, resolution: int = 1000, rho_mode: str = "exact",
+                 memory_budget_mb: float = 0.0):
         self.rho, self.resolution, self.rho_mode = rho, resolution, rho_mode
+        self.memory_budget_mb, self.memory = memory_budget_mb, None
+        self.base_mb = 0.0  # what the allocator held when the last selection was made
+        self.memory_correction, self._memory_periods = 1.0, 0  # measured / predicted step memory, averaged
+        self._warned_memory = False
+        if memory_budget_mb:  # main.py and train.load_profile_for check both for the user first
+            if rho_mode != "exact":
+                raise ValueError("a memory budget works with rho_mode 'exact' (paper mode's budget has no memory side)")
+            self.memory = memory_model.MemoryModel(profile)
         self.T_fp_ms, self.T_full_ms = float(profile["T_fp_ms"]), float(profile["T_full_ms"])
         self.t_dy = np.array([t["t_dy_ms"] for t in reversed(profile["tensors"])], float)  # backward order
         self.t_dw = np.array([t["t_dw_ms"] for t in reversed(profile["tensors"])], float)
@@ -61,6 +74,46 @@ class StepTimeController:
             self.drift = drift if self._drifts == 1 else 0.5 * (self.drift + drift)
         return self.drift
 
+    def allocated_mb(self) -> float:
+        """MB TensorFlow's allocator holds now (weights, optimizer slots, data buffers...)."""
+        stats = allocator_mb()
+        if stats is None:
+            raise UserError("--memory_budget_mb needs TensorFlow's allocator statistics, which this process "
+                            "lacks (TF_CPU_ALLOCATOR_USE_BFC=false?); unset TF_CPU_ALLOCATOR_USE_BFC")
+        return stats["current"]
+
+    def check_memory(self, head: np.ndarray) -> None:
+        """UserError before training when the memory budget cannot pay even for a step of the
+        classifier alone, naming the smallest budget that can."""
+        base = self.allocated_mb()
+        smallest = base + self.memory.step_mb(head)
+        if self.memory_budget_mb < smallest:
+            raise UserError(f"--memory_budget_mb {self.memory_budget_mb:g} is below what a training step of the "
+                            f"classifier alone needs: {smallest:.0f} MB ({base:.0f} MB allocated before the step "
+                            f"for weights, optimizer slots and data, {smallest - base:.0f} MB for the step, by the "
+                            f"profile's memory model). The smallest feasible budget for this run is "
+                            f"--memory_budget_mb {math.ceil(smallest)}")
+
+    def memory_room_mb(self) -> float:
+        """What the memory budget leaves for a step now, above what is allocated (also kept as `base_mb`)."""
+        self.base_mb = self.allocated_mb()
+        return self.memory_budget_mb - self.base_mb
+
+    def predicted_peak_mb(self, mask: np.ndarray) -> float:
+        """The allocator's predicted peak during a step of `mask`: the base at the last selection
+        plus the memory model's step, corrected by the periods measured so far."""
+        return self.base_mb + self.memory_correction * self.memory.step_mb(mask)
+
+    def observe_memory(self, predicted_mb: float, base_mb: float, measured_mb: float) -> None:
+        """Close a period's memory loop: how much more (or less) than predicted its steps took above
+        the base (a running average, as for time) scales the next selections' memory."""
+        step = (predicted_mb - base_mb) / self.memory_correction  # the model's own prediction
+        if step <= 0 or not math.isfinite(measured_mb):
+            return
+        ratio = max(measured_mb - base_mb, 0.0) / step
+        self._memory_periods += 1
+        self.memory_correction = ratio if self._memory_periods == 1 else 0.5 * (self.memory_correction + ratio)
+
     def predicted_ms(self, mask: np.ndarray) -> float:
         return self.T_fp_ms + float(solver.backward_time(self.t_dy, self.t_dw, mask[::-1]))
 
@@ -77,6 +130,18 @@ class StepTimeController:
                             "cheapest tensor needs (%.1f ms); training that tensor alone", budget, costs.min())
             mask = np.zeros(len(costs), np.uint8)
             mask[int(np.argmin(costs))] = 1
+        elif self.memory is not None:
+            room = self.memory_room_mb() / self.memory_correction
+            head = self.memory.head_step_mb
+            if room < head and not self._warned_memory:
+                self._warned_memory = True
+                logging.warning("the memory budget leaves %.0f MB above the %.0f MB allocated now, less than a "
+                                "classifier-only step needs (%.0f MB): training the classifier alone, over budget; "
+                                "a budget of %d MB or more would fit", room, self.base_mb, head,
+                                math.ceil(self.base_mb + self.memory_correction * head))
+            _, mask = solver.select_within_budgets(self.t_dy, self.t_dw, self.memory.depth_mb[::-1],
+                                                   self.memory.grad_mb[::-1], importance[::-1], budget,
+                                                   max(room, 0.0), self.resolution)
         else:
             _, mask = solver.select_within_budget(self.t_dy, self.t_dw, importance[::-1], budget,
                                                   self.resolution)
@@ -118,13 +183,16 @@ class StepTimeController:
     def state(self) -> Dict:
         """What a checkpoint keeps of the closed loop (and of live recalibration)."""
         return {"correction": self.correction, "drift": self.drift, "drifts": self._drifts, "samples": list(self._samples),
-                "warned": self._warned,
+                "warned": self._warned, "memory_correction": self.memory_correction,
+                "memory_periods": self._memory_periods,
                 "T_fp_ms": self.T_fp_ms, "T_full_ms": self.T_full_ms,
                 "t_dy": self.t_dy.tolist(), "t_dw": self.t_dw.tolist()}
 
     def load_state(self, state: Dict) -> None:
         self.correction, self._samples, self._warned = state["correction"], list(state["samples"]), state["warned"]
         self.drift, self._drifts = state.get("drift", 1.0), state.get("drifts", 0)  # older checkpoints: none
+        self.memory_correction = state.get("memory_correction", 1.0)
+        self._memory_periods = state.get("memory_periods", 0)
         self.T_fp_ms, self.T_full_ms = state["T_fp_ms"], state["T_full_ms"]
         self.t_dy, self.t_dw = np.array(state["t_dy"], float), np.array(state["t_dw"], float)
 

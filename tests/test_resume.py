@@ -130,6 +130,8 @@ def test_a_resumed_run_restores_weights_optimizer_and_scheme_exactly(tmp_path):
     state = checkpoints.RunCheckpoints(outputs.run_dir, fresh, setup.optimizer).restore()
     assert state["step"] == 8 and state["epoch"] == 2 and len(state["scheme"]["mask"]) == len(model.trainable_weights)
     assert state["scheme"]["selections"] == 4 and state["scheme"]["probe_position"] == 4
+    assert set(state["memory_peaks"]) == {"step", "selection", "evaluation"}  # the allocator's peaks carry over
+    assert all(peak > 0 for peak in state["memory_peaks"].values())
     for saved, restored in zip(model.variables, fresh.variables):
         np.testing.assert_array_equal(saved.numpy(), restored.numpy())
     assert int(setup.optimizer.iterations) == 8
