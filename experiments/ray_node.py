@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Dict, List, Optional, Sequence
 
-SYNC_SECONDS = 5.0  # how often the node looks for a new checkpoint to push
+SYNC_SECONDS = 5.0  # how often the node looks for a new checkpoint to push (ELASTIC_TRAINER_SYNC_SECONDS overrides)
 
 
 class RunInterrupted(RuntimeError):
@@ -168,7 +168,7 @@ def run_on_node(root: str, name: str, arguments: List[str], prepare: List[List[s
 
         def push_checkpoints() -> None:
             nonlocal pushed
-            while not stop.wait(SYNC_SECONDS):
+            while not stop.wait(float(os.environ.get("ELASTIC_TRAINER_SYNC_SECONDS") or SYNC_SECONDS)):
                 mark = checkpoint_mark(run_dir)
                 if mark and mark != pushed:
                     time.sleep(0.5)  # let the checkpoint's state file follow its data

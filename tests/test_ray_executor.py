@@ -94,6 +94,9 @@ def test_a_killed_node_s_run_finishes_elsewhere_from_its_checkpoint_and_a_failin
     from ray.cluster_utils import Cluster
 
     monkeypatch.setenv("ELASTIC_TRAINER_SCRATCH", str(tmp_path / "nodes"))  # inherited by the nodes' workers
+    # pushes every second, so the long run's first checkpoint reaches the driver (and its node is
+    # killed) well before the run ends, even on a loaded machine (at 5 s it once finished first)
+    monkeypatch.setenv("ELASTIC_TRAINER_SYNC_SECONDS", "1")
     # the driver connects to the head before the device nodes exist, so it is attached to the head
     # (a driver's own node cannot die under it), as on a fleet whose driver runs beside the head
     cluster = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 1})
