@@ -22,8 +22,7 @@ term. The profiler measures F, c and alpha on the device (profiler.measure_memor
 """
 from __future__ import annotations
 
-import math
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -131,14 +130,3 @@ class MemoryModel:
             if self.probe_mb(chunks) <= room_mb:
                 return chunks
         return None
-
-
-def validation_rows(model: MemoryModel, rows: Sequence[Mapping]) -> List[Dict]:
-    """Predicted against measured peaks (above the base) for rows of {label, mask, measured_mb}."""
-    results = []
-    for row in rows:
-        predicted = model.step_mb(row["mask"])
-        measured = float(row["measured_mb"])
-        results.append(dict(label=row["label"], tensors=int(np.sum(row["mask"])), predicted_mb=predicted,
-                            measured_mb=measured, error=(predicted - measured) / measured if measured else math.nan))
-    return results

@@ -168,7 +168,7 @@ def _solve(t_dy: np.ndarray, t_dw: np.ndarray, importance: np.ndarray,
 def predicted_peak(act: ArrayLike, grad: ArrayLike, M: ArrayLike) -> float | int:
     """Peak memory of selection M above the model's fixed part: the activations kept for the
     backward pass down to the deepest selected tensor d (act[d]) plus the selected tensors'
-    gradients and optimizer slots (sum of grad[M]); 0 for the empty selection."""
+    gradients (sum of grad[M]); 0 for the empty selection."""
     act, grad, selected = np.asarray(act), np.asarray(grad), np.asarray(M).astype(bool)
     if not len(act) == len(grad) == len(selected):
         raise ValueError("act, grad and M must have the same length")
@@ -242,7 +242,8 @@ def select_within_budgets(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, act_mb: ArrayL
     Args:
         t_dy_ms, t_dw_ms: times in milliseconds, backward order.
         act_mb: activation memory kept when each tensor is the deepest selected, backward order.
-        grad_mb: each tensor's gradient and optimizer slots, backward order.
+        grad_mb: each tensor's gradient, backward order (optimizer slots exist for every tensor
+            from the start, so they belong to the fixed part).
         I: importance per tensor, backward order.
         budget_ms, memory_mb: the two budgets (>= 0).
         resolution, memory_resolution: quantisation units for the total time and the largest peak.
