@@ -34,9 +34,11 @@ class RunInterrupted(RuntimeError):
 
 
 def pack(run_dir: str, log_file: Optional[str] = None) -> bytes:
-    """The run's folder (and its log as `run.log`) as an in-memory tar.gz."""
+    """The run's folder (and its log as `run.log`) as an in-memory tar. Not compressed: weights
+    and optimizer slots shrink by about 10 % under gzip at some 25 ms of CPU per MB, which a
+    device would take from its own training run at every push (seconds for a ResNet50's)."""
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
         files = []
         for folder, _, names in os.walk(run_dir):
             inside = os.path.relpath(folder, run_dir).replace(os.sep, "/")
@@ -61,7 +63,7 @@ def unpack(data: bytes, run_dir: str, log_file: Optional[str] = None) -> None:
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".incoming-", dir=parent)
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:  # plain, or gzip from older drivers
             for member in archive.getmembers():  # only the two names this module writes
                 if not (member.name == "run.log" or member.name == "run" or member.name.startswith("run/")) \
                         or ".." in member.name.split("/") or member.issym() or member.islnk():
