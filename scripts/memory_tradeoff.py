@@ -4,6 +4,8 @@ without and with a memory budget, and sparse update at the same budgets, on embe
 
     python scripts/memory_tradeoff.py run [--seeds 0 1 2]     # about 45 min on 2 cores
     python scripts/memory_tradeoff.py table [--seeds 0 1 2]
+    python scripts/memory_tradeoff.py run --seeds 3 4 5 6 7 8 --configs full_training \
+        elastic_training_rho0.5 elastic_training_rho0.5_mem645      # the paired extension, ~40 min
 
 The protocol is the label-space task's (experiments/study_plans.py, parts_mobilenetv2) at 128 px:
 its 64 px source backbone (MobileNetV2 has no fixed input size), batch 32, 12 epochs, lr 0.003,
@@ -23,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from experiments.runner import ROOT, train_all
 from experiments.study_plans import PROTOCOLS, protocol_flags, require_backbone
-from experiments.study_stats import mean_std, plus_minus
+from experiments.study_stats import mean_std, paired_interval, plus_minus
 from utils import UserError, atomic_write_json, read_json, run_cli
 
 STUDY = "parts_mobilenetv2"
@@ -69,10 +71,15 @@ def ensure_profile() -> None:
         raise UserError("profiling failed; see the messages above")
 
 
-def run(seeds: Sequence[int], dry_run: bool) -> None:
+def chosen(names: Optional[Sequence[str]]) -> Tuple:
+    """The configurations named (all of them by default), in CONFIGS's order."""
+    return tuple(config for config in CONFIGS if not names or config_name(*config) in names)
+
+
+def run(seeds: Sequence[int], dry_run: bool, names: Optional[Sequence[str]] = None) -> None:
     jobs = []
     for seed in seeds:  # seed by seed: each wall-time ratio compares runs made together
-        for scheme, rho, budget in CONFIGS:
+        for scheme, rho, budget in chosen(names):
             name = f"{config_name(scheme, rho, budget)}_s{seed}"
             if not os.path.exists(os.path.join(RESULTS, name + ".json")):
                 jobs.append((name, arguments(scheme, rho, budget, seed, name)))
@@ -131,6 +138,24 @@ def table(seeds: Sequence[int]) -> None:
         worst = max(probes, key=lambda pair: pair[1])
         print(f"ElasticTrainer's probe (micro-batched) against the budget: at most {100 * worst[1]:+.1f} % "
               f"({worst[0]}), over {len(probes)} runs")
+    paired(summaries, seeds)
+
+
+def paired(summaries: Dict, seeds: Sequence[int]) -> None:
+    """Each budget's ElasticTrainer against ElasticTrainer without one, seed by seed (same seed,
+    same data order and initial weights): the mean difference in test accuracy and its 95 % t
+    interval, the issue's "within 1 point" test."""
+    for budget in sorted({key[2] for key in summaries if key[0] == "elastic_training" and key[2]}):
+        pairs = [(seed, 100 * (summaries[("elastic_training", RHO, budget, seed)]["test_accuracy_at_best_val"]
+                               - summaries[("elastic_training", RHO, None, seed)]["test_accuracy_at_best_val"]))
+                 for seed in seeds
+                 if ("elastic_training", RHO, budget, seed) in summaries and ("elastic_training", RHO, None, seed) in summaries]
+        if len(pairs) < 2:
+            continue
+        mean, low, high = paired_interval([difference for _, difference in pairs])
+        print(f"ElasticTrainer at {budget:g} MB minus without a budget, test acc: {mean:+.1f} points, 95 % interval "
+              f"[{low:+.1f}, {high:+.1f}] over {len(pairs)} seeds (by seed: "
+              f"{', '.join(f'{difference:+.1f}' for _, difference in pairs)})")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -138,10 +163,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("action", choices=["run", "table"], help="run: train what is missing; table: summarise")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of every configuration")
+    parser.add_argument("--configs", nargs="+", choices=[config_name(*config) for config in CONFIGS], metavar="NAME",
+                        help="run only these configurations (default: all): " +
+                             ", ".join(config_name(*config) for config in CONFIGS))
     parser.add_argument("--dry_run", action="store_true", help="run: print the commands instead of training")
     args = parser.parse_args(argv)
     if args.action == "run":
-        run(args.seeds, args.dry_run)
+        run(args.seeds, args.dry_run, args.configs)
     else:
         table(args.seeds)
     return 0

@@ -3,6 +3,7 @@ and the benchmarks' pure parts (bench/)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -437,3 +438,13 @@ def test_anchor_benchmark_reads_the_anchor_as_training_computes_it():
     assert ratios == pytest.approx({"anchor": 1.0, "interleaved": 1.0, "warm_grad": 1.0, "fastest": 1.0, "candidate": 1.0})
     assert bench_anchor.ratios(dict(row, anchor_grad=60.5))["anchor"] == pytest.approx(1.1)
     assert "fastest: estimate / in-loop full step 1.000 ± 0.000" in bench_anchor.report([row, row])
+
+
+def test_a_paired_interval_is_student_t_over_the_seeds():
+    from experiments.study_stats import paired_interval
+
+    mean, low, high = paired_interval([1.0, 2.0, 3.0])  # std 1, 2 degrees of freedom: t = 4.303
+    assert mean == 2.0 and low == pytest.approx(2 - 4.303 / 3 ** 0.5) and high == pytest.approx(2 + 4.303 / 3 ** 0.5)
+    assert paired_interval([0.5, float("nan"), 0.5])[1:] == (0.5, 0.5)  # nan skipped, no spread
+    mean, low, high = paired_interval([4.0])
+    assert mean == 4.0 and math.isnan(low) and math.isnan(high)
