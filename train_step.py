@@ -80,17 +80,18 @@ def shared_forward(model: tf.keras.Model) -> Forward:
     return tf.function(lambda images: model(images, training=True))
 
 
-def full_gradients(model: tf.keras.Model, forward: Forward) -> Callable:
+def full_gradients(model: tf.keras.Model, forward: Forward, input_signature: Optional[Sequence] = None) -> Callable:
     """A tf.function: the gradients of every trainable tensor on one batch, no update (the
     importance probe's). The profiler times it too (`T_grad_ms`), so that training can tell how
-    much faster or slower the machine runs now than when it was profiled."""
+    much faster or slower the machine runs now than when it was profiled. With `input_signature`
+    (e.g. a batch dimension of None) it is traced once for every batch that fits it."""
     def gradients(images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
         with tf.GradientTape() as tape:
             tape.watch(model.trainable_weights)
             loss = classification_loss(labels, forward(images))
         return tape.gradient(loss, model.trainable_weights)
 
-    return tf.function(gradients)
+    return tf.function(gradients, input_signature=input_signature)
 
 
 class TrainStep:

@@ -32,6 +32,7 @@ class ImportanceProbe:
         self.last_batch = None  # the last batch probed (the live anchor times its calls on it)
         self.calls_ms: List[float] = []  # wall times of the last probe's gradient calls
         self.chunks = 1  # micro-batches of each probe batch (a memory budget may ask for more)
+        self._chunk_gradients: Optional[Callable] = None  # traced once for any micro-batch size
 
     def _gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
         """The full gradients on one batch, the call timed into `calls_ms` (the live anchor's)
@@ -50,12 +51,15 @@ class ImportanceProbe:
         return gradients
 
     def _chunked_gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[Optional[tf.Tensor]]:
+        if self._chunk_gradients is None:  # a free batch dimension: a new chunk count traces nothing
+            free = [tf.TensorSpec([None, *tensor.shape[1:]], tensor.dtype) for tensor in (images, labels)]
+            self._chunk_gradients = full_gradients(self.model, self.forward, input_signature=free)
         size = int(images.shape[0])
         bounds = np.linspace(0, size, min(self.chunks, size) + 1).round().astype(int)
         total: List[Optional[tf.Tensor]] = []
         for low, high in zip(bounds[:-1], bounds[1:]):
             share = (high - low) / size
-            part = [None if g is None else g * share for g in self._full_gradients(images[low:high], labels[low:high])]
+            part = [None if g is None else g * share for g in self._chunk_gradients(images[low:high], labels[low:high])]
             total = part if not total else [g if t is None else t + g for t, g in zip(total, part)]
         return total
 
@@ -182,25 +186,50 @@ class ElasticTraining(Scheme):
         period's steps (typical of hundreds) compare with the same step timed right after the
         probe. A moment of other load spanning those few calls slows both and cancels out
         instead of moving the target (one burst read 1.22 where full training ran at 1.02).
-        Without a measured period or its cached step, the probe's calls alone."""
+        Without a measured period or its cached step, the probe's calls alone.
+
+        Under a memory budget that cuts the probe into micro-batches, the whole-batch pass would
+        not fit (nor is a micro-batched pass the profiled one): a classifier-only step, which
+        every admitted budget fits, stands in, timed against the profile's (`T_head_ms`) with the
+        same burst-proof ratio. Without any anchor such a run's target stayed at rho times the
+        *profiled* full step; here that left its steps at 0.47 of today's full step for rho 0.5
+        (BENCHMARKS.md, "Time and memory, traded")."""
+        if self.probe.chunks > 1:
+            return self._head_drift(achieved_ms)
         steps, T_grad = self.context.steps, float(self.context.profile["T_grad_ms"])
         if achieved_ms and steps.has(self.mask):
             gradients_ms, step_ms = self.probe.gradients_ms(steps.get(self.mask))
             return gradients_ms * (achieved_ms / step_ms) / T_grad
         return self.probe.gradients_ms()[0] / T_grad
 
+    def _head_drift(self, achieved_ms: Optional[float]) -> float:
+        """`_drift` from a classifier-only step on the last probed batch (compiled untimed the
+        first time), beside the period's own step when it is cached; state restored after."""
+        steps, (images, labels) = self.context.steps, self.probe.last_batch
+        T_head = float(self.context.profile["T_head_ms"])
+        if achieved_ms and np.array_equal(self.mask, self._head):  # the period ran classifier-only steps
+            return achieved_ms / T_head
+        functions = [lambda step=steps.get(self._head): step(images, labels)[0].numpy()]
+        period = bool(achieved_ms) and steps.has(self.mask)
+        if period:
+            functions.append(lambda step=steps.get(self.mask): step(images, labels)[0].numpy())
+        with preserved_state(self.context.model, self.context.setup.optimizer):
+            for function in functions:  # a first call may compile: never timed
+                function()
+            timed = wall_times_ms(functions, 3, block=1)
+        return timed[0] * (achieved_ms / timed[1] if period else 1.0) / T_head
+
     def _anchored(self) -> bool:
         """Whether this selection re-anchors rho on the machine's current speed (see `_drift`).
         Exact mode only (paper mode's budget is a share of the backward pass); not at the first
         selection of a process, a run's first or a resumed run's (a new process runs its first
         steps slow), nor with --recalibrate (which re-measures full steps itself); and only with
-        a profile that timed the probe's pass (made since T_grad_ms was recorded), a probed
-        batch, and a probe in one piece (in micro-batches under a memory budget it is not the
-        profiled pass, and timing that pass whole would break the budget)."""
-        config = self.context.config
+        a profile that timed the probe's pass (made since T_grad_ms was recorded) or, for a
+        probe in micro-batches, a classifier-only step (T_head_ms), and a probed batch."""
+        config, profile = self.context.config, self.context.profile or {}
+        reference = profile.get("T_head_ms") if self.probe.chunks > 1 else profile.get("T_grad_ms")
         return (config.rho_mode == "exact" and self._selected_here > 0 and not config.recalibrate
-                and float((self.context.profile or {}).get("T_grad_ms") or 0) > 0
-                and self.probe.last_batch is not None and self.probe.chunks == 1)
+                and float(reference or 0) > 0 and self.probe.last_batch is not None)
 
     def state(self) -> Dict:
         return {**super().state(), "selections": self.selections, "probe_position": self.probe_position,
