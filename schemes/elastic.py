@@ -186,50 +186,27 @@ class ElasticTraining(Scheme):
         period's steps (typical of hundreds) compare with the same step timed right after the
         probe. A moment of other load spanning those few calls slows both and cancels out
         instead of moving the target (one burst read 1.22 where full training ran at 1.02).
-        Without a measured period or its cached step, the probe's calls alone.
-
-        Under a memory budget that cuts the probe into micro-batches, the whole-batch pass would
-        not fit (nor is a micro-batched pass the profiled one): a classifier-only step, which
-        every admitted budget fits, stands in, timed against the profile's (`T_head_ms`) with the
-        same burst-proof ratio. Without any anchor such a run's target stayed at rho times the
-        *profiled* full step; here that left its steps at 0.47 of today's full step for rho 0.5
-        (BENCHMARKS.md, "Time and memory, traded")."""
-        if self.probe.chunks > 1:
-            return self._head_drift(achieved_ms)
+        Without a measured period or its cached step, the probe's calls alone."""
         steps, T_grad = self.context.steps, float(self.context.profile["T_grad_ms"])
         if achieved_ms and steps.has(self.mask):
             gradients_ms, step_ms = self.probe.gradients_ms(steps.get(self.mask))
             return gradients_ms * (achieved_ms / step_ms) / T_grad
         return self.probe.gradients_ms()[0] / T_grad
 
-    def _head_drift(self, achieved_ms: Optional[float]) -> float:
-        """`_drift` from a classifier-only step on the last probed batch (compiled untimed the
-        first time), beside the period's own step when it is cached; state restored after."""
-        steps, (images, labels) = self.context.steps, self.probe.last_batch
-        T_head = float(self.context.profile["T_head_ms"])
-        if achieved_ms and np.array_equal(self.mask, self._head):  # the period ran classifier-only steps
-            return achieved_ms / T_head
-        functions = [lambda step=steps.get(self._head): step(images, labels)[0].numpy()]
-        period = bool(achieved_ms) and steps.has(self.mask)
-        if period:
-            functions.append(lambda step=steps.get(self.mask): step(images, labels)[0].numpy())
-        with preserved_state(self.context.model, self.context.setup.optimizer):
-            for function in functions:  # a first call may compile: never timed
-                function()
-            timed = wall_times_ms(functions, 3, block=1)
-        return timed[0] * (achieved_ms / timed[1] if period else 1.0) / T_head
-
     def _anchored(self) -> bool:
         """Whether this selection re-anchors rho on the machine's current speed (see `_drift`).
         Exact mode only (paper mode's budget is a share of the backward pass); not at the first
         selection of a process, a run's first or a resumed run's (a new process runs its first
         steps slow), nor with --recalibrate (which re-measures full steps itself); and only with
-        a profile that timed the probe's pass (made since T_grad_ms was recorded) or, for a
-        probe in micro-batches, a classifier-only step (T_head_ms), and a probed batch."""
-        config, profile = self.context.config, self.context.profile or {}
-        reference = profile.get("T_head_ms") if self.probe.chunks > 1 else profile.get("T_grad_ms")
+        a profile that timed the probe's pass (made since T_grad_ms was recorded), a probed
+        batch, and a probe in one piece (in micro-batches under a memory budget it is not the
+        profiled pass, and timing that pass whole would break the budget). A classifier-only
+        step as the budgeted runs' stand-in was tried and read the machine about 10 % fast
+        (BENCHMARKS.md, "Time and memory, traded: nine seeds")."""
+        config = self.context.config
         return (config.rho_mode == "exact" and self._selected_here > 0 and not config.recalibrate
-                and float(reference or 0) > 0 and self.probe.last_batch is not None)
+                and float((self.context.profile or {}).get("T_grad_ms") or 0) > 0
+                and self.probe.last_batch is not None and self.probe.chunks == 1)
 
     def state(self) -> Dict:
         return {**super().state(), "selections": self.selections, "probe_position": self.probe_position,
