@@ -26,6 +26,8 @@ from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
+import selection_solver_DP as solver
+
 MEMORY_KEYS = ("floor_mb", "c_mb", "alpha")
 PROBE_COPIES = 5  # gradient-sized tensors the importance probe holds besides a pass's activations (probe_mb)
 ABOVE_FLOOR = 1.1  # with fewer than two depths whose steps (gradients off) pass 1.1 F, no line is fitted (fit)
@@ -109,10 +111,8 @@ class MemoryModel:
 
     def step_mb(self, mask: Sequence[int]) -> float:
         """Predicted peak of a step of `mask` above the allocator's base (0 for no selection)."""
-        selected = np.asarray(mask).astype(bool)
-        if not selected.any():
-            return 0.0
-        return float(self.depth_mb[int(np.flatnonzero(selected)[0])] + self.grad_mb[selected].sum())
+        backward = np.asarray(mask)[::-1]  # the solver's order: the deepest tensor last
+        return float(solver.predicted_peak(self.depth_mb[::-1], self.grad_mb[::-1], backward))
 
     def probe_mb(self, chunks: int = 1) -> float:
         """Predicted peak of the importance probe (schemes.elastic.ImportanceProbe) with its batch

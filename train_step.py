@@ -240,7 +240,6 @@ def reset_peak(device: Optional[str] = None) -> None:
         pass
 
 
-
 CACHED_STEPS = 8  # compiled train steps kept (one per distinct selection)
 
 

@@ -5,7 +5,7 @@ without and with a memory budget, and sparse update at the same budgets, on embe
     python scripts/memory_tradeoff.py run [--seeds 0 1 2]     # about 45 min on 2 cores
     python scripts/memory_tradeoff.py table [--seeds 0 1 2]
     python scripts/memory_tradeoff.py run --seeds 3 4 5 6 7 8 --configs full_training \
-        elastic_training_rho0.5 elastic_training_rho0.5_mem645      # the paired extension, ~40 min
+        elastic_training_rho0.5 elastic_training_rho0.5_mem645      # the paired extension, ~30 min
 
 The protocol is the label-space task's (experiments/study_plans.py, parts_mobilenetv2) at 128 px:
 its 64 px source backbone (MobileNetV2 has no fixed input size), batch 32, 12 epochs, lr 0.003,
