@@ -30,9 +30,10 @@ KEEP = 2  # checkpoints kept per run while it trains (the newest, and one to fal
 ESSENTIAL_FLAGS = ("model_name", "dataset_name", "train_type", "input_size", "batch_size", "num_classes",
                    "optimizer", "learning_rate", "weight_decay", "num_epochs", "interval", "rho", "rho_mode",
                    "bn_mode", "seed", "weights", "probe_batches", "recalibrate", "data_dir", "gf_radius",
-                   "gf_blocks", "block_range", "val_fraction")
-# Flags added after runs were first saved: a saved config without them had their default.
-LATER_FLAGS = {"gf_radius": 0, "gf_blocks": 0, "block_range": "", "val_fraction": 0.0}
+                   "gf_blocks", "block_range", "val_fraction", "test_every_epoch")
+# Flags added after runs were first saved: a saved config without them had the value given here
+# (runs made before --test_every_epoch existed tested every epoch).
+LATER_FLAGS = {"gf_radius": 0, "gf_blocks": 0, "block_range": "", "val_fraction": 0.0, "test_every_epoch": True}
 
 
 def config_differences(saved: Mapping, current: Mapping) -> List[str]:
@@ -82,11 +83,17 @@ class RunCheckpoints:
         """Write a checkpoint of the current variables and `state` (JSON-able); its path."""
         state = dict(state, version=STATE_VERSION, saved_at=time.time())
         self._state.assign(json.dumps(state))
+        number = int(state["step"])
         try:
-            return self._manager.save(checkpoint_number=int(state["step"]))
+            return self._manager.save(checkpoint_number=number)
         except (tf.errors.OpError, OSError) as error:
+            for partial in glob.glob(os.path.join(self.directory, f"ckpt-{number}_temp*")):  # the unfinished write
+                shutil.rmtree(partial, ignore_errors=True)
+            earlier = [path for path in checkpoint_paths(self.directory) if not path.endswith(f"ckpt-{number}")]
+            kept = (f"The earlier checkpoint{'s' if len(earlier) > 1 else ''} ({', '.join(map(os.path.basename, earlier))}) "
+                    f"{'are' if len(earlier) > 1 else 'is'} intact." if earlier else "There is no earlier checkpoint.")
             raise UserError(f"cannot write a checkpoint to {self.directory} ({error}); free some "
-                            f"space or choose another --logdir. The previous checkpoints are intact.") from None
+                            f"space or choose another --logdir. {kept}") from None
 
     def restore(self) -> Dict:
         """Restore the newest checkpoint that reads back whole (falling back to older ones, with

@@ -37,8 +37,9 @@ class TrainConfig:
     recalibrate: int
     bn_mode: str = "frozen"
     rho_mode: str = "exact"
-    reference_steps: int = 20
+    reference_steps: int = 0  # full steps timed against the final selection's after training (0: none)
     checkpoint_every: int = 0  # steps between mid-epoch checkpoints (0: at epoch ends only)
+    checkpoint_seconds: float = 0.0  # an epoch end writes a checkpoint this long after the last (0: every one)
     resolution: int = 1000
     gf_radius: int = 0  # gradient filter patch size (0: off)
     gf_blocks: int = 0  # blocks filtered (0 when off)
@@ -46,6 +47,7 @@ class TrainConfig:
     val_fraction: float = 0.0  # share of the training split held out for validation (0: none)
     energy_meter: str = "auto"  # energy.py's reader: none, auto, rapl, ina3221, nvml
     memory_budget_mb: float = 0.0  # elastic_training, sparse_update_training: the allocator's step peak (0: none)
+    test_every_epoch: bool = False  # the original's per-epoch test curve (else: validation per epoch, test at the end)
 
     @property
     def gradient_filter(self) -> Tuple[int, int]:

@@ -3,7 +3,10 @@
 Layout of a run named R under --logdir L:
     L/R/                  TensorBoard events (scalars, the selection-mask image)
     L/R/config.json       the resolved configuration
-    L/R/last_good.h5      weights at the end of the last finite epoch
+    L/R/last_good.h5      when the loss diverged: weights at the end of the last finite epoch
+    L/R/best_validation.npz  while it trains, written with each checkpoint: the validation-best
+                          epoch's weights, which the test set sees after the last epoch (removed
+                          when the run finishes)
     L/R/checkpoints/      checkpoints to resume from (checkpoints.py)
     L/R/summary.json      final summary (best accuracy, wall time, speedup)
     L/R.txt               with --save_txt: the original's "time (h), accuracy (%)" line and more
@@ -12,15 +15,26 @@ Layout of a run named R under --logdir L:
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import glob
+import hashlib
 import os
-from typing import Dict, List, Optional
+import platform
+import shlex
+import socket
+import subprocess
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 import models
-from utils import atomic_write_json, atomic_write_text, ensure_writable_dir
+from utils import atomic_path, atomic_write_json, atomic_write_text, ensure_writable_dir, reported_accuracy, reported_accuracy_name
+
+
+# The settings shown in TensorBoard's HParams dashboard (TrainConfig fields).
+HPARAMS = ("train_type", "rho", "rho_mode", "learning_rate", "seed", "model_name", "dataset_name", "bn_mode",
+           "batch_size", "num_epochs", "interval", "memory_budget_mb", "block_range", "gf_radius")
 
 
 def unique_run_name(logdir: str, run_name: str) -> str:
@@ -66,6 +80,17 @@ class RunOutputs:
     def save_config(self, config) -> None:
         atomic_write_json(os.path.join(self.run_dir, "config.json"), dataclasses.asdict(config))
 
+    def hparams(self, config) -> None:
+        """The run's settings for TensorBoard's HParams dashboard (runs compared by scheme, rho,
+        seed...); the results go to `hparams/...` scalars at the end (see Loop.summary)."""
+        from tensorboard.plugins.hparams import api as hp
+
+        values = {name: getattr(config, name) for name in HPARAMS}
+        values = {name: ("" if value is None else value) for name, value in values.items()}
+        with self.writer.as_default():
+            hp.hparams(values, trial_id=self.run_name)
+        self.writer.flush()
+
     def scalars(self, step: int, values: Dict[str, float]) -> None:
         with self.writer.as_default():
             for tag, value in values.items():
@@ -92,6 +117,29 @@ class RunOutputs:
         self.save_weights(model, path)
         return path
 
+    def best_validation_path(self) -> str:
+        return os.path.join(self.run_dir, "best_validation.npz")
+
+    def save_best_validation(self, epoch: int, weights: List[np.ndarray]) -> None:
+        """Keep the validation-best epoch's weights (model.get_weights() order) beside the checkpoint
+        that a resumed run starts from (atomically)."""
+        with atomic_path(self.best_validation_path()) as temporary:
+            with open(temporary, "wb") as handle:
+                np.savez(handle, epoch=np.int64(epoch), *weights)
+
+    def load_best_validation(self) -> Optional[tuple]:
+        """(epoch, weights) saved by save_best_validation, or None when there are none."""
+        if not os.path.exists(self.best_validation_path()):
+            return None
+        with np.load(self.best_validation_path()) as saved:
+            return int(saved["epoch"]), [saved[f"arr_{index}"] for index in range(len(saved.files) - 1)]
+
+    def discard_best_validation(self) -> None:
+        """Remove the validation-best weights once the test set has seen them (--save_model keeps
+        the best weights in saved_models/)."""
+        if os.path.exists(self.best_validation_path()):
+            os.remove(self.best_validation_path())
+
     def save_best(self, model: tf.keras.Model) -> str:
         path = os.path.join("saved_models", f"{self.run_name}.h5")
         self.save_weights(model, path)
@@ -102,11 +150,49 @@ class RunOutputs:
         if not save_txt:
             return None
         path = os.path.join(self.logdir, f"{self.run_name}.txt")
-        atomic_write_text(path, "# train_time_hours best_test_accuracy_percent step_time_ratio_achieved "
+        atomic_write_text(path, f"# train_time_hours {reported_accuracy_name(summary)}_percent step_time_ratio_achieved "
                                 "step_time_ratio_target\n"
-                                f"{summary['train_time_hours']:.6f} {summary['best_test_accuracy'] * 100:.2f} "
+                                f"{summary['train_time_hours']:.6f} {reported_accuracy(summary) * 100:.2f} "
                                 f"{summary['step_time_ratio_achieved']:.4f} {summary['step_time_ratio_target']:.4f}\n")
         return path
+
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def code_state(root: str = ROOT) -> Dict[str, Optional[object]]:
+    """The git commit of the code a run ran, and whether tracked files differed from it (None for
+    both outside a git checkout or without git)."""
+    def git(*arguments: str) -> Optional[str]:
+        try:
+            done = subprocess.run(["git", *arguments], cwd=root, capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    changes = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"code_commit": commit, "code_dirty": None if changes is None else bool(changes)}
+
+
+def file_sha256(path: str) -> Optional[str]:
+    """sha256 of a file's bytes (None when `path` is not a file, e.g. --weights imagenet)."""
+    if not os.path.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def provenance(argv: Sequence[str], weights: str) -> Dict[str, Optional[object]]:
+    """Where a run's numbers come from: code commit (and whether the tree was dirty), date, host,
+    TensorFlow and Python versions, the command and the initial weights' sha256."""
+    return {**code_state(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": socket.gethostname(), "tensorflow_version": tf.__version__,
+            "python_version": platform.python_version(),
+            "command": shlex.join(["python", "main.py", *argv]), "weights_sha256": file_sha256(weights)}
 
 
 def truncate_events(run_dir: str, until: float, last_step: Optional[int] = None) -> int:

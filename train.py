@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 import memory_model
 import profile_tables
+import checkpoints
 from checkpoints import RunCheckpoints
 from config import TrainConfig
 from energy import Meter
@@ -116,12 +117,15 @@ class LoopState:
     epoch: int = 0  # epochs finished
     position: int = 0  # batches done in the current epoch
     step: int = 0
-    train_seconds: float = 0.0  # without validation and checkpointing
-    evaluation_seconds: float = 0.0
+    train_seconds: float = 0.0  # without evaluation and checkpointing
+    evaluation_seconds: float = 0.0  # the per-epoch evaluations
     checkpoint_seconds: float = 0.0
-    best_accuracy: float = 0.0  # best test accuracy (the original's "best")
+    startup_seconds: float = 0.0  # from each session's process start to its first step (summed)
+    process_seconds: float = 0.0  # earlier sessions' processes, up to their last checkpoint
+    best_accuracy: float = 0.0  # best per-epoch test accuracy (the original's "best"; test_every_epoch)
     best_selected: float = -1.0  # best of the model-selection metric (validation when there is one)
     selection_seconds: List[float] = dataclasses.field(default_factory=list)
+    selection_parts: List[Dict] = dataclasses.field(default_factory=list)  # each selection's seconds by part
     step_ms: List[float] = dataclasses.field(default_factory=list)  # steady steps of finished epochs
     first_call_ms: List[float] = dataclasses.field(default_factory=list)  # compiling calls
     history: List[Dict] = dataclasses.field(default_factory=list)
@@ -142,28 +146,37 @@ MEMORY_PHASES = ("step", "selection", "evaluation")
 def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.data.Dataset,
           steps_per_epoch: int, outputs: RunOutputs, profile: Optional[Dict] = None,
           resume: bool = False, resume_command: str = "",
-          val_data: Optional[tf.data.Dataset] = None, meter: Optional[Meter] = None) -> Dict:
+          val_data: Optional[tf.data.Dataset] = None, meter: Optional[Meter] = None,
+          process_start: Optional[float] = None) -> Dict:
     """Train `model` with the scheme `config.train_type`; return the run's summary.
 
-    Wall time (`train_seconds`) counts everything a user waits for except validation and
+    Wall time (`train_seconds`) counts everything a user waits for except evaluation and
     checkpoints: steps, data, tensor selection (probe and DP) and compiling each new selection's
-    step. Each epoch ends with a test evaluation, TensorBoard scalars, a checkpoint (also every
-    `checkpoint_every` steps) and, with save_model, the best weights. `train_data` is a
+    step. Each epoch ends with an evaluation on the validation split (and on the test set too with
+    `config.test_every_epoch`, the original's per-epoch test curve), TensorBoard scalars, a
+    checkpoint (also every `checkpoint_every` steps) and, with save_model, the best weights. The
+    test set is evaluated once after the last epoch, on the final weights and on the
+    validation-best epoch's (`Loop.final_evaluation`). `train_data` is a
     data.Epochs (reproducible order per epoch) or a tf.data.Dataset iterated every epoch. With
     `resume`, training continues from the run's latest checkpoint; SIGINT or SIGTERM stops it
     after the current step with a checkpoint, and the error names `resume_command`. With
     `val_data` every epoch is also evaluated on it, and model selection (the saved best weights,
     the summary's epoch) uses validation accuracy instead of test accuracy. With an energy `meter`
     (energy.py), each epoch's training steps are metered: joules per epoch and per step.
+    `process_start` (time.perf_counter() when the process began) lets the summary count the
+    whole process: start-up, training, evaluation, checkpoints and the final reference timing.
     """
     loop = Loop(config, model, train_data, steps_per_epoch, outputs, profile, resume_command, meter)
-    loop.start(resume, evaluation=[data for data in (test_data, val_data) if data is not None])
+    epoch_test = test_data if config.test_every_epoch else None
+    loop.start(resume, evaluation=[data for data in (epoch_test, val_data) if data is not None],
+               process_start=process_start)
     with StopRequest() as stop:
         while loop.state.epoch < config.num_epochs:
             totals = loop.train_epoch(stop)
-            loop.end_epoch(totals, loop.evaluate_epoch(test_data, val_data))
+            loop.end_epoch(totals, loop.evaluate_epoch(epoch_test, val_data), force_checkpoint=bool(stop.signal_number))
             if stop.signal_number and loop.state.epoch < config.num_epochs:
                 raise loop.interrupted(stop.signal_number, f"at the end of epoch {loop.state.epoch}; checkpoint written")
+    loop.final_evaluation(test_data)
     return loop.summary()
 
 
@@ -189,6 +202,7 @@ class Loop:
 
     def __init__(self, config: TrainConfig, model: tf.keras.Model, train_data, steps_per_epoch: int,
                  outputs: RunOutputs, profile: Optional[Dict], resume_command: str, meter: Optional[Meter] = None):
+        self.created = time.perf_counter()
         self.config, self.model, self.outputs, self.profile = config, model, outputs, profile
         self.steps_per_epoch, self.resume_command = steps_per_epoch, resume_command
         self.setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
@@ -206,10 +220,21 @@ class Loop:
         self.meter = meter  # energy.Meter, when the device has one
         self.epoch_peaks: Dict[str, float] = {}  # the current epoch's allocator peaks per phase (MB)
         self.stepped = False  # whether a training step ran since the last memory phase ended
+        self.process_start = time.perf_counter()  # this session's process start (start() may say earlier)
+        self.final_test: Dict = {}  # final_evaluation's results
+        self.last_good: Optional[tuple] = None  # (epoch, weights) at the end of the last finite epoch
+        self.best_weights: Optional[tuple] = None  # (epoch, weights) of the validation-best epoch so far
+        self.best_unsaved = False  # best_weights changed since the last checkpoint
+        self.last_checkpoint = time.perf_counter()  # when this session last wrote a checkpoint
+        self.setup_seconds = 0.0
 
-    def start(self, resume: bool, evaluation: Sequence[tf.data.Dataset] = ()) -> None:
+    def start(self, resume: bool, evaluation: Sequence[tf.data.Dataset] = (),
+              process_start: Optional[float] = None) -> None:
         """Restore the latest checkpoint (resume), or check a memory budget (`evaluation`: the
-        datasets each epoch is evaluated on) and record the new run's configuration."""
+        datasets each epoch is evaluated on) and record the new run's configuration.
+        `process_start`: when this process began (perf_counter), for the start-up's seconds."""
+        if process_start is not None:
+            self.process_start = process_start
         state, scheme = self.state, self.scheme
         if resume:
             saved = self.checkpoints.restore()
@@ -222,9 +247,13 @@ class Loop:
         else:
             self.check_memory_budget(evaluation)
             self.outputs.save_config(self.config)
+            self.outputs.hparams(self.config)
             if not scheme.due(0):  # a fixed selection: show it once
                 self.outputs.selection_mask(0, scheme.mask)
                 state.masks.append(scheme.mask.tolist())
+        now = time.perf_counter()
+        self.state.startup_seconds += now - self.process_start
+        self.setup_seconds = now - self.created  # the loop's own part of this session's start-up
         reset_peak()  # building the model and loading data are not training
 
     def check_memory_budget(self, evaluation: Sequence[tf.data.Dataset]) -> None:
@@ -268,8 +297,14 @@ class Loop:
     def save_checkpoint(self) -> str:
         self.close_memory_phase("step")
         start = time.perf_counter()
-        path = self.checkpoints.save(dataclasses.asdict(dataclasses.replace(self.state, scheme=self.scheme.state())))
-        self.state.checkpoint_seconds += time.perf_counter() - start
+        if self.best_unsaved:  # a resumed run's final test needs the validation-best weights
+            self.outputs.save_best_validation(*self.best_weights)
+            self.best_unsaved = False
+        saved = dataclasses.replace(self.state, scheme=self.scheme.state(),
+                                    process_seconds=self.state.process_seconds + start - self.process_start)
+        path = self.checkpoints.save(dataclasses.asdict(saved))
+        self.last_checkpoint = time.perf_counter()
+        self.state.checkpoint_seconds += self.last_checkpoint - start
         self.close_memory_phase(None)
         return path
 
@@ -285,9 +320,11 @@ class Loop:
         self.close_memory_phase("step")
         if state.memory_selections:
             scheme.observe_memory(state.memory_selections[-1])
-        start = time.perf_counter()
+        start, before = time.perf_counter(), dict(scheme.overhead)
         info = scheme.reselect(state.step)
         state.selection_seconds.append(time.perf_counter() - start)
+        state.selection_parts.append({part: seconds - before.get(part, 0.0) for part, seconds in scheme.overhead.items()
+                                      if seconds - before.get(part, 0.0) > 0})
         self.close_memory_phase("selection")
         if "memory/predicted_peak_mb" in info:
             state.memory_selections.append({"step": state.step, "predicted_mb": info["memory/predicted_peak_mb"],
@@ -324,11 +361,19 @@ class Loop:
         self.stepped = True
 
     def diverged(self, loss_value: float) -> TrainingDiverged:
+        """The error to raise when the loss stopped being finite; first it writes the weights of
+        the last finite epoch (kept in memory, or the last checkpoint's) to last_good.h5."""
         epoch = self.state.epoch
         self.outputs.writer.flush()
-        last_good = os.path.join(self.outputs.run_dir, "last_good.h5")
-        kept = (f"the last good weights (end of epoch {epoch}) are kept in {last_good}"
-                if epoch and os.path.exists(last_good) else "no epoch finished, so there are no weights to keep")
+        if self.last_good is not None:
+            self.model.set_weights(self.last_good[1])
+            when = f"end of epoch {self.last_good[0]}"
+        elif checkpoints.has_checkpoint(self.outputs.run_dir):
+            when = f"the last checkpoint, step {self.checkpoints.restore()['step']}"
+        else:
+            when = None
+        kept = (f"the last good weights ({when}) are kept in {self.outputs.checkpoint(self.model)}" if when
+                else "no epoch finished, so there are no weights to keep")
         return TrainingDiverged(f"the loss became {loss_value} at step {self.state.step + 1} (epoch {epoch + 1}); "
                                 f"training stopped and {kept}. Try a lower --learning_rate.")
 
@@ -373,35 +418,42 @@ class Loop:
         state.step_ms += totals["step_ms"]
         return totals
 
-    def evaluate_epoch(self, test_data: tf.data.Dataset, val_data: Optional[tf.data.Dataset]) -> Dict[str, float]:
-        """Test (and validation) loss and accuracy; not training time."""
+    def evaluate_epoch(self, test_data: Optional[tf.data.Dataset],
+                       val_data: Optional[tf.data.Dataset]) -> Dict[str, float]:
+        """Validation (and, given `test_data`, test) loss and accuracy; not training time."""
         self.close_memory_phase("step")
         start = time.perf_counter()
-        metrics = self.evaluate(test_data)
+        metrics = self.evaluate(test_data) if test_data is not None else {}
         if val_data is not None:
             metrics.update(self.evaluate(val_data, "validation"))
         self.state.evaluation_seconds += time.perf_counter() - start
         self.close_memory_phase("evaluation")
         return metrics
 
-    def end_epoch(self, totals: Dict, metrics: Dict[str, float]) -> None:
-        """Model selection, the epoch's history, scalars and log line, and its checkpoint."""
+    def end_epoch(self, totals: Dict, metrics: Dict[str, float], force_checkpoint: bool = False) -> None:
+        """Model selection, the epoch's history, scalars and log line, and a checkpoint when one is
+        due (`checkpoint_seconds` since the last) or forced."""
         config, state, outputs = self.config, self.state, self.outputs
-        epoch, validated = state.epoch, "validation/accuracy" in metrics
-        state.best_accuracy = max(state.best_accuracy, metrics["test/accuracy"])
-        selected = metrics["validation/accuracy" if validated else "test/accuracy"]
-        if selected > state.best_selected:  # the first epoch of the best, as summarize() picks
-            state.best_selected = selected
+        epoch, validated, tested = state.epoch, "validation/accuracy" in metrics, "test/accuracy" in metrics
+        if tested:
+            state.best_accuracy = max(state.best_accuracy, metrics["test/accuracy"])
+        weights = self.model.get_weights()  # a copy in memory, ~10 ms for MobileNetV2 (a file: ~100 ms)
+        self.last_good = (epoch + 1, weights)
+        selected = metrics.get("validation/accuracy", metrics.get("test/accuracy"))
+        if selected is None or selected > state.best_selected:  # the first epoch of the best, as summarize() picks
+            state.best_selected = -1.0 if selected is None else selected  # nothing to select on: the latest
+            if validated and not tested:  # the test set sees these weights after the last epoch
+                self.best_weights, self.best_unsaved = (epoch + 1, weights), True
             if config.save_model:
                 outputs.save_best(self.model)
-        outputs.checkpoint(self.model)
         seen = max(totals["seen"], 1)
         energy = {}
         if "energy_joules" in totals:
             energy = {"energy/epoch_joules": totals["energy_joules"],
                       "energy/joules_per_step": totals["energy_joules"] / max(totals["energy_steps"], 1)}
         state.history.append({"epoch": epoch + 1, "train_seconds": state.train_seconds,
-                              "test_accuracy": metrics["test/accuracy"], "train_loss": totals["loss_sum"] / seen,
+                              **({"test_accuracy": metrics["test/accuracy"]} if tested else {}),
+                              "train_loss": totals["loss_sum"] / seen,
                               **({"val_accuracy": metrics["validation/accuracy"]} if validated else {}),
                               **({"energy_joules": energy["energy/epoch_joules"],
                                   "energy_steps": totals["energy_steps"]} if energy else {})})
@@ -418,12 +470,48 @@ class Loop:
             "time/train_seconds": state.train_seconds, **energy, **metrics,
             **{f"memory/{phase}_peak_mb": peak for phase, peak in self.epoch_peaks.items()}})
         self.epoch_peaks = {}
-        validation = f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%, " if validated else ""
-        logging.info("epoch %d/%d: %stest accuracy %.2f%% (best %.2f%%), %.1f s of training",
-                     epoch + 1, config.num_epochs, validation, 100 * metrics["test/accuracy"],
-                     100 * state.best_accuracy, state.train_seconds)
+        accuracies = ([f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%"] if validated else []) + (
+            [f"test accuracy {100 * metrics['test/accuracy']:.2f}% (best {100 * state.best_accuracy:.2f}%)"]
+            if tested else [])
+        logging.info("epoch %d/%d: %s%.1f s of training", epoch + 1, config.num_epochs,
+                     "".join(f"{text}, " for text in accuracies), state.train_seconds)
         state.epoch, state.position, state.epoch_totals = epoch + 1, 0, {}
-        self.save_checkpoint()
+        if (force_checkpoint or config.checkpoint_seconds <= 0
+                or time.perf_counter() - self.last_checkpoint >= config.checkpoint_seconds):
+            self.save_checkpoint()
+
+    def final_evaluation(self, test_data: tf.data.Dataset) -> None:
+        """The test set, once, after the last epoch: on the final weights and on the weights of
+        the validation-best epoch (kept by end_epoch); their accuracies go to the summary and to
+        TensorBoard at the last step. With test_every_epoch the epochs' evaluations have both."""
+        state = self.state
+        best_epoch = selected_epoch(state.history)["best_val_epoch"]
+        if self.config.test_every_epoch:
+            return
+        self.close_memory_phase("step")
+        start = time.perf_counter()
+        final = self.evaluate(test_data)["test/accuracy"]
+        at_best = final if best_epoch in (None, len(state.history)) else None
+        if at_best is None:
+            best = self.best_weights or self.outputs.load_best_validation()
+            if best is not None and best[0] == best_epoch:
+                final_weights = self.model.get_weights()
+                self.model.set_weights(best[1])
+                at_best = self.evaluate(test_data)["test/accuracy"]
+                self.model.set_weights(final_weights)
+            else:  # not kept (a run resumed from a checkpoint written before this code kept them)
+                logging.warning("the weights of epoch %d (best validation accuracy) were not kept: no test "
+                                "accuracy at the validation-best epoch", best_epoch)
+        seconds = time.perf_counter() - start
+        self.close_memory_phase("evaluation")
+        self.final_test = {"final_test_accuracy": final, "final_test_seconds": seconds,
+                           **({"test_accuracy_at_best_val": at_best} if best_epoch is not None else {})}
+        self.outputs.scalars(state.step, {"test/final_accuracy": final, "time/final_test_seconds": seconds,
+                                          **({"test/accuracy_at_best_validation": at_best}
+                                             if at_best is not None else {})})
+        logging.info("test accuracy: %.2f%% with the final weights%s", 100 * final,
+                     f", {100 * at_best:.2f}% with epoch {best_epoch}'s (best validation accuracy)"
+                     if at_best is not None else "")
 
     def summary(self) -> Dict:
         """The run's summary, with the final selection timed against a full step now."""
@@ -434,11 +522,21 @@ class Loop:
         reference = {}
         if config.reference_steps and not scheme.mask.all():
             reference = measure_reference(self.steps, self.setup.optimizer, scheme.mask, batch, config.reference_steps)
-        summary = summarize(config, self.profile, state.best_accuracy, state.train_seconds, state.selection_seconds,
+        summary = summarize(config, self.profile, state.best_accuracy if config.test_every_epoch else None,
+                            state.train_seconds, state.selection_seconds,
                             state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
-                            state.evaluation_seconds, state.history, reference)
+                            state.evaluation_seconds, state.history, reference, self.final_test)
+        results = {"final_test_accuracy": summary["final_test_accuracy"],
+                   "test_accuracy_at_best_val": summary["test_accuracy_at_best_val"],
+                   "step_time_ratio": summary["step_time_ratio_live"] if math.isfinite(summary["step_time_ratio_live"])
+                   else summary["step_time_ratio_achieved"], "train_seconds": summary["train_seconds"]}
+        self.outputs.scalars(state.step, {f"hparams/{name}": value for name, value in results.items()
+                                          if value is not None and math.isfinite(value)})
         summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions,
-                       selection_parts=dict(scheme.overhead), **energy_summary(state.history, self.meter),
+                       startup_seconds=state.startup_seconds, loop_setup_seconds=self.setup_seconds,
+                       process_seconds=state.process_seconds + time.perf_counter() - self.process_start,
+                       selection_parts=dict(scheme.overhead), selection_parts_each=list(state.selection_parts),
+                       first_call_ms=list(state.first_call_ms), **energy_summary(state.history, self.meter),
                        **memory_summary(config, state))
         return summary
 
@@ -488,12 +586,14 @@ def measure_reference(steps: "StepCache", optimizer, mask: np.ndarray, batch, co
             "reference_seconds": time.perf_counter() - start}
 
 
-def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: float, train_seconds: float,
+def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: Optional[float], train_seconds: float,
               selection_seconds: Sequence[float], step_ms: Sequence[float], compile_s: float = 0.0,
               evaluation_seconds: float = 0.0, history: Sequence[Dict] = (),
-              reference: Optional[Dict[str, float]] = None) -> Dict:
+              reference: Optional[Dict[str, float]] = None, final_test: Optional[Dict] = None) -> Dict:
     """The run's summary: accuracy, wall time and where it went, and step time relative to a
-    full step (the profile's, and one measured live at the end of the run when `reference`)."""
+    full step (the profile's, and one measured live at the end of the run when `reference`).
+    Test accuracies come from the epochs' history (test_every_epoch) or from `final_test`
+    (Loop.final_evaluation); `best_accuracy` (over epochs) is None without per-epoch tests."""
     median_ms = float(np.median(step_ms)) if len(step_ms) else float("nan")
     full_ms = float(profile["T_full_ms"]) if profile else float("nan")
     scheme = SCHEMES[config.train_type]
@@ -510,7 +610,8 @@ def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: float
             "rho": config.rho if scheme.needs_profile else None,  # others ignore rho
             "rho_mode": config.rho_mode if scheme.needs_profile else None,
             "bn_mode": config.bn_mode, "seed": config.seed,
-            "best_test_accuracy": best_accuracy, "final_test_accuracy": history[-1]["test_accuracy"] if history else 0.0,
+            "test_every_epoch": config.test_every_epoch, "best_test_accuracy": best_accuracy,
+            "final_test_accuracy": history[-1].get("test_accuracy") if history else None,
             "train_time_hours": train_seconds / 3600,
             "train_seconds": train_seconds, "median_step_ms": median_ms,
             "step_time_ratio_achieved": median_ms / full_ms,
@@ -522,7 +623,7 @@ def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: float
             "compile_share": compile_s / train_seconds if train_seconds else 0.0,
             "overhead_share": overhead_share(compile_s, selection_seconds, train_seconds),
             "evaluation_seconds": evaluation_seconds,
-            **selected_epoch(history), **reference, "history": list(history)}
+            **selected_epoch(history), **dict(final_test or {}), **reference, "history": list(history)}
 
 
 def selected_epoch(history: Sequence[Dict]) -> Dict:
@@ -533,4 +634,4 @@ def selected_epoch(history: Sequence[Dict]) -> Dict:
         return {"best_val_epoch": None, "best_val_accuracy": None, "test_accuracy_at_best_val": None}
     best = max(validated, key=lambda entry: entry["val_accuracy"])  # max keeps the first of ties
     return {"best_val_epoch": best["epoch"], "best_val_accuracy": best["val_accuracy"],
-            "test_accuracy_at_best_val": best["test_accuracy"]}
+            "test_accuracy_at_best_val": best.get("test_accuracy")}

@@ -151,3 +151,14 @@ def overhead_share(compile_s: float, selection_seconds: Sequence[float], train_s
     """The share of a run's training wall time spent selecting (probes, DP) and compiling steps;
     every run pays its first step's compile, so full training's share is not zero."""
     return (compile_s + sum(selection_seconds)) / train_seconds if train_seconds else 0.0
+
+
+def reported_accuracy_name(summary: dict) -> str:
+    """Which test accuracy of a run summary to report in one figure: the best over epochs when
+    every epoch was tested (the original's figure, --test_every_epoch), else the final epoch's."""
+    return "best_test_accuracy" if summary.get("best_test_accuracy") is not None else "final_test_accuracy"
+
+
+def reported_accuracy(summary: dict) -> float:
+    """The value of `reported_accuracy_name(summary)`."""
+    return summary[reported_accuracy_name(summary)]

@@ -1,125 +1,227 @@
-"""Where an elastic run's wall time goes, against full training, on the offline study protocol.
+"""Where a run's wall time goes, full training against the selective schemes, on a study protocol.
 
-Trains full training and ElasticTrainer back to back (one subprocess each, the study protocol of
-experiments/study_plans.py: MobileNetV2, 64 px, frozen BatchNorm, the cached source backbone) and
-prints the step-time ratio, the wall-time ratios and the overhead split: probe (importance
-evaluation; the first one also compiles the probe), DP, compiling new selections' steps, and the
-test evaluations (outside the training wall time, inside the process's).
+Trains the chosen configs back to back for each seed (one subprocess each, so every process pays
+its own start-up; the study protocol of experiments/study_plans.py with its cached source
+backbone) and prints, from their summaries and the processes' own wall times:
 
-    python -m bench.overhead [--rho 0.5] [--rho_mode exact] [--epochs 12] [--interval 4]
+1. per seed: accuracy (final epoch, and at the validation-best epoch), training and whole-process
+   seconds, and each config's speedups over full training of the same seed (training time, the
+   tables' "speedup"; whole process, what the user waits for);
+2. the cost breakdown (mean over seeds): start-up (imports, model, profile check, data, the loop's
+   setup), training steps, each selection's parts (tracing the probe, the probe's passes with
+   snapshot, restore and host copies, the live anchor, the DP) for the first selection and the
+   later ones, in seconds and in full steps, compiling new selections' steps, evaluation per
+   epoch and the final test, checkpoints, the final reference timing, and what is left.
 
-Needs the source backbone (bash scripts/make_source_backbone.sh mobilenetv2 64); about 8 minutes
-on 2 cores at the defaults. Run it alone: the ratios are only as good as the machine is quiet.
+    python -m bench.overhead                                  # parts_mobilenetv2, seed 0
+    python -m bench.overhead --seeds 0 1 2 --output results/bench_overhead.md
+    python -m bench.overhead --model_name resnet50 --configs full_training elastic_training
+
+Needs the protocol's source backbone (bash scripts/make_source_backbone.sh mobilenetv2 64 parts)
+and profile (python profiler.py ...; the error says which). About 2 minutes a seed at the
+defaults on 2 cores. Run it alone: the ratios are only as good as the machine is quiet. Summaries
+from older code lack some parts; those cells read "-".
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
+import statistics
 import sys
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 from experiments import runner, study_plans
 from utils import publish_report, run_cli
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REFERENCE = "full_training"
+SELECTIVE = ("elastic_training", "static_top_training")
+STARTUP_PARTS = ("imports", "model", "profile", "data", "loop")
+SELECTION_PARTS = ("probe_trace", "probe", "anchor", "dp", "analysis", "recalibrate")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--model_name", default="mobilenetv2", choices=sorted(study_plans.PROTOCOLS),
+    parser.add_argument("--model_name", default="parts_mobilenetv2", choices=sorted(study_plans.PROTOCOLS),
                         help="study protocol to run (experiments/study_plans.py)")
-    parser.add_argument("--rho", type=float, default=0.5, help="ElasticTrainer's rho")
-    parser.add_argument("--rho_mode", default="exact", choices=study_plans.RHO_MODES, help="rho conversion")
+    parser.add_argument("--configs", nargs="+", default=[REFERENCE, *SELECTIVE],
+                        choices=[REFERENCE, *SELECTIVE], help="schemes to run; full_training is the reference")
+    parser.add_argument("--rho", type=float, default=0.533, help="the selective schemes' rho (the paper's '50 %%')")
+    parser.add_argument("--rho_mode", default="paper", choices=study_plans.RHO_MODES, help="rho conversion")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds; each seed's configs run back to back")
     parser.add_argument("--epochs", type=int, default=12, help="epochs of each run (the study's 12)")
     parser.add_argument("--interval", type=float, default=4, help="epochs between re-selections (the study's 4)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of both runs")
-    parser.add_argument("--logdir", default="logs/bench_overhead", help="where the two runs' logs go")
+    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
+                        help="main.py flags added to every run (last on the line), e.g. --extra --test_every_epoch")
+    parser.add_argument("--logdir", default="logs/bench_overhead", help="where the runs' logs go")
     parser.add_argument("--reuse", action="store_true",
                         help="report runs that already finished in --logdir instead of training again")
     parser.add_argument("--output", help="also write the report (markdown) to this file")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if REFERENCE not in args.configs:
+        parser.error("--configs must include full_training: every ratio is against it")
+    return args
 
 
-def runs(args: argparse.Namespace) -> List[runner.Job]:
-    flags = study_plans.protocol_flags(args.model_name) + [
+def run_name(config: str, args: argparse.Namespace, seed: int) -> str:
+    budget = f"_rho{args.rho:g}_{args.rho_mode}" if config != REFERENCE else ""
+    return f"{config}{budget}_s{seed}"
+
+
+def jobs(args: argparse.Namespace) -> List[runner.Job]:
+    """Seed by seed, each seed's configs back to back."""
+    base = study_plans.protocol_flags(args.model_name) + [
         "--weights", study_plans.PROTOCOLS[args.model_name]["weights"], "--num_epochs", str(args.epochs),
-        "--interval", str(args.interval), "--seed", str(args.seed), "--logdir", args.logdir]
-    elastic = f"elastic_training_rho{args.rho:g}_{args.rho_mode}"
-    return [("full_training", flags + ["--train_type", "full_training", "--run_name", "full_training"]),
-            (elastic, flags + ["--train_type", "elastic_training", "--rho", str(args.rho),
-                               "--rho_mode", args.rho_mode, "--run_name", elastic])]
+        "--interval", str(args.interval), "--logdir", args.logdir]
+    planned = []
+    for seed in args.seeds:
+        for config in args.configs:
+            name = run_name(config, args, seed)
+            budget = ["--rho", str(args.rho), "--rho_mode", args.rho_mode] if config != REFERENCE else []
+            planned.append((name, base + ["--train_type", config, *budget, "--seed", str(seed), "--run_name", name,
+                                          *args.extra]))
+    return planned
 
 
-def overheads(summary: Dict) -> Dict[str, float]:
-    """Seconds of each overhead of one run (probe, DP and compile inside its training time)."""
-    parts = summary.get("selection_parts", {})
-    return {"probe": parts.get("probe", 0.0) + parts.get("recalibrate", 0.0), "dp": parts.get("dp", 0.0),
-            "compile": summary["compile_seconds"], "evaluation": summary["evaluation_seconds"]}
+def number(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and value is not None else float("nan")
 
 
-def report(full: Dict, elastic: Dict, process_seconds: Dict[str, float]) -> str:
-    lines = ["| run | train s | process s | median step ms | probe s | DP s | compile s | evaluation s "
-             "| probe + DP + compile, % of train s |", "|---|" + "---:|" * 8]
-    for summary in (full, elastic):
-        o = overheads(summary)
-        inside = o["probe"] + o["dp"] + o["compile"]
-        lines.append(f"| {summary['run_name']} | {summary['train_seconds']:.1f} | "
-                     f"{process_seconds.get(summary['run_name'], float('nan')):.0f} | "
-                     f"{summary['median_step_ms']:.1f} | {o['probe']:.2f} | {o['dp']:.3f} | {o['compile']:.2f} | "
-                     f"{o['evaluation']:.1f} | {100 * inside / summary['train_seconds']:.1f} |")
-    step_ratio = elastic["median_step_ms"] / full["median_step_ms"]
-    wall_ratio = elastic["train_seconds"] / full["train_seconds"]
-    lines += ["", f"step ratio (median steps, elastic / full): {step_ratio:.3f}"
-              + (f"; live, final selection vs a full step timed together: {elastic['step_time_ratio_live']:.3f}"
-                 if "reference_full_step_ms" in elastic else ""),
-              f"wall-time ratio (training, evaluation excluded): {wall_ratio:.3f} ({1 / wall_ratio:.2f}x faster)"]
-    if all(name in process_seconds for name in (full["run_name"], elastic["run_name"])):
-        process_ratio = process_seconds[elastic["run_name"]] / process_seconds[full["run_name"]]
-        lines.append(f"wall-time ratio (whole process: start-up, evaluations, live reference): "
-                     f"{process_ratio:.3f} ({1 / process_ratio:.2f}x faster)")
+def selection_costs(summary: Dict) -> Dict[str, Dict[str, float]]:
+    """The first selection's seconds by part, and the later ones' mean ({} for a fixed selection)."""
+    each = summary.get("selection_parts_each")
+    seconds = summary.get("selection_seconds") or []
+    if not seconds:
+        return {}
+    if each is None:  # older summaries: totals only
+        each = [{} for _ in seconds]
+    rows = [{"total": total, **parts} for total, parts in zip(seconds, each)]
+    later = rows[1:]
+    mean_later = ({key: statistics.fmean(row.get(key, 0.0) for row in later) for key in set().union(*later)}
+                  if later else {})
+    return {"first": rows[0], "later": mean_later}
+
+
+def breakdown(summary: Dict, process_seconds: float) -> Dict[str, float]:
+    """One run's wall time by part (seconds; nan where its summary lacks the part)."""
+    startup = summary.get("startup_parts") or {}
+    selections = sum(summary.get("selection_seconds") or [])
+    compile_s = number(summary.get("compile_seconds"))
+    parts = {"process (measured around main.py)": process_seconds,
+             "start-up": number(summary.get("startup_seconds")),
+             **{f"  {name}": number(startup.get(name)) for name in STARTUP_PARTS},
+             "training (the tables' wall time)": number(summary.get("train_seconds")),
+             "  steps and data": number(summary.get("train_seconds")) - selections - compile_s,
+             "  selections": selections,
+             "  compiling steps (each selection's first call)": compile_s,
+             "evaluation each epoch": number(summary.get("evaluation_seconds")),
+             "final test": number(summary.get("final_test_seconds", 0.0 if summary.get("test_every_epoch", True) else None)),
+             "checkpoints": number(summary.get("checkpoint_seconds")),
+             "reference timing": number(summary.get("reference_seconds", 0.0))}
+    accounted = ["start-up", "training (the tables' wall time)", "evaluation each epoch", "final test", "checkpoints",
+                 "reference timing"]
+    parts["rest (python start, summary, report)"] = process_seconds - sum(parts[name] for name in accounted)
+    return parts
+
+
+def mean(values: Sequence[float]) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return statistics.fmean(values) if values else float("nan")
+
+
+def cell(value: float, digits: int = 2) -> str:
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def report(records: Dict[str, Dict], args: argparse.Namespace) -> str:
+    """records: run name -> {"summary", "seconds"} for every planned run."""
+    configs, seeds = args.configs, args.seeds
+    lines = ["| seed | config | final test acc % | test acc % at val-best epoch | train s | process s | "
+             "median step ms | step / full's | training speedup | whole-process speedup |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    speedups: Dict[str, List[tuple]] = {config: [] for config in configs}
+    for seed in seeds:
+        full = records[run_name(REFERENCE, args, seed)]
+        for config in configs:
+            record = records[run_name(config, args, seed)]
+            summary, seconds = record["summary"], record["seconds"]
+            train_speedup = full["summary"]["train_seconds"] / summary["train_seconds"]
+            process_speedup = full["seconds"] / seconds
+            speedups[config].append((train_speedup, process_speedup))
+            selected = summary.get("test_accuracy_at_best_val")
+            lines.append(f"| {seed} | {config} | {100 * summary['final_test_accuracy']:.1f} | "
+                         f"{cell(100 * number(selected), 1)} | {summary['train_seconds']:.1f} | {seconds:.1f} | "
+                         f"{summary['median_step_ms']:.1f} | "
+                         f"{summary['median_step_ms'] / full['summary']['median_step_ms']:.3f} | "
+                         f"{train_speedup:.2f}x | {process_speedup:.2f}x |")
+    lines += ["", "Cost breakdown, seconds (mean over seeds " + ", ".join(map(str, seeds)) + "):", "",
+              "| part | " + " | ".join(configs) + " |", "|---|" + "---:|" * len(configs)]
+    tables = {config: [breakdown(records[run_name(config, args, seed)]["summary"],
+                                 records[run_name(config, args, seed)]["seconds"]) for seed in seeds]
+              for config in configs}
+    for part in tables[configs[0]][0]:
+        lines.append(f"| {part} | " + " | ".join(cell(mean([table[part] for table in tables[config]]))
+                                                 for config in configs) + " |")
+    full_step_s = mean([records[run_name(REFERENCE, args, seed)]["summary"]["median_step_ms"] / 1000 for seed in seeds])
+    selection_lines = []
+    for config in configs:
+        costs = [selection_costs(records[run_name(config, args, seed)]["summary"]) for seed in seeds]
+        costs = [c for c in costs if c]
+        for which in ("first", "later"):
+            rows = [c[which] for c in costs if c.get(which)]
+            if not rows:
+                continue
+            total = mean([row["total"] for row in rows])
+            split = ", ".join(f"{part} {mean([row.get(part, 0.0) for row in rows]):.3f}"
+                              for part in SELECTION_PARTS if any(part in row for row in rows))
+            selection_lines.append(f"| {config} | {which} | {total:.3f} | {total / full_step_s:.1f} | {split or '-'} |")
+    if selection_lines:
+        lines += ["", f"Selections (a full step: {1000 * full_step_s:.0f} ms, full training's median):", "",
+                  "| config | selection | seconds | full steps | parts, s |", "|---|---|---:|---:|---|",
+                  *selection_lines]
+    lines.append("")
+    for config in configs:
+        if config == REFERENCE:
+            continue
+        pairs = speedups[config]
+        lines.append(f"{config}: training speedup " + ", ".join(f"{t:.2f}x" for t, _ in pairs)
+                     + "; whole-process speedup " + ", ".join(f"{p:.2f}x" for _, p in pairs)
+                     + f" (seeds {', '.join(map(str, seeds))})")
+    provenance = {str(records[name]["summary"].get("provenance", {}).get("code_commit")) for name in records}
+    lines.append(f"code: {', '.join(sorted(provenance))}; extra flags: {' '.join(args.extra) or 'none'}")
     return "\n".join(lines)
-
-
-def closed_loop(run_dir: str) -> str:
-    """The elastic run's closed loop, from its TensorBoard events: at each re-selection, the
-    achieved step time of the period that ended over the target, and the correction it left."""
-    from experiments import plot
-
-    run = plot.Run(run_dir)
-    if "elastic/correction" not in run.tags:
-        return ""
-    achieved = dict(run.series("elastic/target_vs_achieved")) if "elastic/target_vs_achieved" in run.tags else {}
-    drift = dict(run.series("elastic/drift")) if "elastic/drift" in run.tags else {}
-    parts = [f"step {step}: correction {value:.3f}" + (f" (the period before ran at {achieved[step]:.3f} x target)"
-                                                       if step in achieved else "")
-             + (f", drift {drift[step]:.3f}" if step in drift else "")
-             for step, value in run.series("elastic/correction")]
-    return "closed loop at each selection: " + "; ".join(parts)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     args.logdir = os.path.abspath(args.logdir)  # the runs start in the repository's root
-    jobs = runs(args)
-    summaries, seconds = {}, {}
-    for index, (name, flags) in enumerate(jobs):
+    planned = jobs(args)
+    records: Dict[str, Dict] = {}
+    seconds_path = os.path.join(args.logdir, "process_seconds.json")
+    known: Dict[str, float] = {}
+    if args.reuse and os.path.exists(seconds_path):
+        with open(seconds_path) as handle:
+            known = json.load(handle)
+    for index, (name, flags) in enumerate(planned):
         path = os.path.join(args.logdir, name, "summary.json")
-        if args.reuse and os.path.exists(path):
+        if args.reuse and os.path.exists(path) and name in known:
             with open(path) as handle:
-                summaries[name] = json.load(handle)
-            print(f"[{index + 1}/2] {name}: reusing {path}", flush=True)
+                records[name] = {"summary": json.load(handle), "seconds": known[name]}
+            print(f"[{index + 1}/{len(planned)}] {name}: reusing {path}", flush=True)
             continue
         study_plans.require_backbone(args.model_name, "the benchmark")
-        print(f"[{index + 1}/2] {name}: training (log {os.path.join(args.logdir, name)}.log)", flush=True)
+        print(f"[{index + 1}/{len(planned)}] {name}: training (log {os.path.join(args.logdir, name)}.log)", flush=True)
         shutil.rmtree(os.path.join(args.logdir, name), ignore_errors=True)  # timed whole, never resumed
-        summaries[name], seconds[name] = runner.train_one(name, flags, args.logdir)
-    text = report(summaries[jobs[0][0]], summaries[jobs[1][0]], seconds)
-    loop = closed_loop(os.path.join(args.logdir, jobs[1][0]))
-    text += "\n" + loop if loop else ""
-    publish_report(text, args.output)
+        summary, seconds = runner.train_one(name, flags, args.logdir)
+        records[name] = {"summary": summary, "seconds": seconds}
+        known[name] = seconds
+        os.makedirs(args.logdir, exist_ok=True)
+        with open(seconds_path, "w") as handle:
+            json.dump(known, handle, indent=1)
+    publish_report(report(records, args), args.output)
     return 0
 
 

@@ -31,7 +31,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from experiments.study_plans import PROTOCOLS, require_backbone
-from utils import UserError, atomic_write_text, run_cli
+from utils import UserError, atomic_write_text, reported_accuracy, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -115,7 +115,7 @@ def comparison(records: Dict[str, Dict]) -> str:
             + ", ".join(f"{step}: {sum(mask)}" for step, mask in record["masks"])
             + f" | {masks_equal} | " + ", ".join(f"{loss:.4f}" for loss in record["losses"])
             + f" | {'-' if name == 'uninterrupted' else f'{difference:.2g}'} | "
-            f"{100 * summary['best_test_accuracy']:.2f} | {100 * summary['final_test_accuracy']:.2f} | "
+            f"{100 * reported_accuracy(summary):.2f} | {100 * summary['final_test_accuracy']:.2f} | "
             f"{summary['train_seconds']:.0f} |")
     return "\n".join(lines)
 

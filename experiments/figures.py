@@ -197,7 +197,9 @@ class Setting:
             options.update(rho=f"{experiment.rho:g}", rho_mode="paper")
         if experiment.optimizer:
             options["optimizer"] = experiment.optimizer
-        options.update(seed=0, save_txt="true", logdir=self.logdir, run_name=self.run_name(experiment))
+        # the paper's figures show per-epoch test curves and the best test accuracy over epochs
+        options.update(seed=0, save_txt="true", test_every_epoch="true", logdir=self.logdir,
+                       run_name=self.run_name(experiment))
         return {name: str(value) for name, value in options.items()}
 
     def flags(self, experiment: Experiment) -> List[str]:

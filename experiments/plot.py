@@ -28,7 +28,7 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from experiments.study_table import config_name  # (runs that differ only in seed share it)
-from utils import UserError, atomic_path, run_cli
+from utils import UserError, atomic_path, reported_accuracy, run_cli
 
 TIME_TAG = "time/train_seconds"  # logged at the end of every epoch, validation excluded
 MASK_TAG = "elastic/selection_masks"
@@ -170,7 +170,8 @@ def finish(figure, title: str, output: str) -> List[str]:
 
 
 def _label(tag: str) -> str:
-    names = {"test/accuracy": "test accuracy (%)", "train/accuracy": "training accuracy (%)",
+    names = {"test/accuracy": "test accuracy (%)", "validation/accuracy": "validation accuracy (%)",
+             "train/accuracy": "training accuracy (%)",
              "train/classification_loss": "training loss", "test/classification_loss": "test loss"}
     return names.get(tag, tag)
 
@@ -215,8 +216,8 @@ def load_summaries(inputs: Sequence[str]) -> List[Dict]:
                     summary = json.load(handle)
             except (OSError, ValueError) as error:
                 raise UserError(f"cannot read the run summary {path}: {error}") from None
-            if not isinstance(summary, dict) or "best_test_accuracy" not in summary:
-                raise UserError(f"{path} is not a run summary (no best_test_accuracy)")
+            if not isinstance(summary, dict) or "final_test_accuracy" not in summary:
+                raise UserError(f"{path} is not a run summary (no final_test_accuracy)")
             summary.setdefault("run_name", os.path.basename(os.path.dirname(path)))
             summaries.append(summary)
     return summaries
@@ -227,14 +228,15 @@ def _mean_std(values: Sequence[float]) -> Tuple[float, float]:
 
 
 def bar_rows(summaries: Sequence[Dict]) -> List[Dict]:
-    """One row per config in input order: mean and std over seeds of wall time and best accuracy."""
+    """One row per config in input order: mean and std over seeds of wall time and test accuracy
+    (the best over epochs where every epoch was tested, else the final epoch's)."""
     groups: Dict[str, List[Dict]] = {}
     for summary in summaries:
         groups.setdefault(config_name(summary["run_name"]), []).append(summary)
 
     return [{"config": name, "runs": len(runs),
              "seconds": _mean_std([run["train_seconds"] for run in runs]),
-             "accuracy": _mean_std([100 * run["best_test_accuracy"] for run in runs])}
+             "accuracy": _mean_std([100 * reported_accuracy(run) for run in runs])}
             for name, runs in groups.items()]
 
 
@@ -254,7 +256,7 @@ def plot_bars(rows: Sequence[Dict], title: str, output: str) -> List[str]:
             panel.annotate(f"{row[key][0] / divisor:.{digits}f}", (position, row[key][0] / divisor),
                            textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7)
     time_panel.set(ylabel=f"training wall time ({unit})")
-    accuracy_panel.set(ylabel="best test accuracy (%)")
+    accuracy_panel.set(ylabel="test accuracy (%): best over epochs, or final")
     for panel in (time_panel, accuracy_panel):
         panel.set_xticks(list(positions))
         panel.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
@@ -334,8 +336,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     curves.add_argument("runs", nargs="+", help="run log folders (<logdir>/<run_name>); the first is the "
                                                 "reference of the printed 'time to reach' table")
     curves.add_argument("--tag", action="append", default=None,
-                        help="scalar tag to plot, one panel each, repeatable (default: test/accuracy and "
-                             "train/classification_loss)")
+                        help="scalar tag to plot, one panel each, repeatable (default: test/accuracy when "
+                             "every run tested every epoch (main.py --test_every_epoch), else "
+                             "validation/accuracy; and train/classification_loss)")
     curves.add_argument("--x", choices=X_AXES, default="time",
                         help="x axis: training wall time (validation excluded), step or epoch")
     curves.add_argument("--labels", nargs="+", default=None, help="legend labels, one per run")
@@ -364,7 +367,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.labels and len(args.labels) != len(args.runs):
             raise UserError(f"--labels gives {len(args.labels)} labels for {len(args.runs)} runs")
         runs = [Run(path, label) for path, label in zip(args.runs, args.labels or [None] * len(args.runs))]
-        paths = plot_curves(runs, args.tag or ["test/accuracy", "train/classification_loss"], args.x,
+        accuracy_tag = "test/accuracy" if all("test/accuracy" in run.tags for run in runs) else "validation/accuracy"
+        paths = plot_curves(runs, args.tag or [accuracy_tag, "train/classification_loss"], args.x,
                             args.title, args.output)
         if all("test/accuracy" in run.tags for run in runs):
             print(reach_table(runs))

@@ -21,6 +21,7 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 from experiments import ray_node
+from experiments.runner import accuracy_line
 from utils import UserError
 
 RESOURCE = "elastic_trainer_device"
@@ -142,8 +143,8 @@ def train_all_ray(jobs: Sequence, log_root: str, address: str, on_done: Callable
             summary["ran_on"] = {key: outcome[key] for key in ("executor", "node", "node_id")}
             done += 1
             on_done(name, summary, outcome["seconds"])
-            print(f"[{done + len(failures)}/{done + len(failures) + len(pending)}] {name} on {outcome['node']}: best "
-                  f"{100 * summary['best_test_accuracy']:.1f} %, {summary['train_seconds']:.0f} s of training",
+            print(f"[{done + len(failures)}/{done + len(failures) + len(pending)}] {name} on {outcome['node']}: "
+                  f"{accuracy_line(summary)}, {summary['train_seconds']:.0f} s of training",
                   flush=True)
         if failures:
             raise UserError(f"{len(failures)} of {len(jobs)} runs failed (logs under {log_root} on the driver): "

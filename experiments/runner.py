@@ -93,9 +93,26 @@ def train_all(jobs: Sequence[Job], log_root: str, dry_run: bool,
         summaries.append(summary)
         if on_done:
             on_done(name, summary, seconds)
-        print(f"  best {100 * summary['best_test_accuracy']:.1f} %, {summary['train_seconds']:.0f} s of training, "
-              f"step ratio {summary['step_time_ratio_live']:.3f} (live), {seconds:.0f} s in all", flush=True)
+        print(f"  {accuracy_line(summary)}, {summary['train_seconds']:.0f} s of training, "
+              f"{step_ratio_line(summary)}, {seconds:.0f} s in all", flush=True)
     return summaries
+
+
+def accuracy_line(summary: Dict) -> str:
+    """A finished run's test accuracies for a progress line: final, and at the validation-best epoch."""
+    line = f"final {100 * summary['final_test_accuracy']:.1f} %"
+    if summary.get("test_accuracy_at_best_val") is not None:
+        line += f" (val-best epoch {100 * summary['test_accuracy_at_best_val']:.1f} %)"
+    return line
+
+
+def step_ratio_line(summary: Dict) -> str:
+    """The run's step-time ratio: timed live against full steps when the run did (--reference_steps),
+    else its median step against the profile's full step."""
+    live = summary.get("step_time_ratio_live", float("nan"))
+    if live == live:  # not nan
+        return f"step ratio {live:.3f} (live)"
+    return f"step ratio {summary.get('step_time_ratio_achieved', float('nan')):.3f} (against the profile)"
 
 
 def add_distribution_flags(parser, by_seed: bool = False) -> None:

@@ -47,11 +47,18 @@ def load_results(directory: str) -> Dict[str, List[Dict]]:
 
 
 def time_to_reach(history: Sequence[Dict], accuracy: float) -> Optional[float]:
-    """Training seconds at the end of the first epoch whose test accuracy reaches `accuracy`."""
+    """Training seconds at the end of the first epoch whose test accuracy reaches `accuracy`
+    (None also for a run that did not test every epoch: see `tested_every_epoch`)."""
     for entry in history:
-        if entry["test_accuracy"] >= accuracy - 1e-9:
+        if entry.get("test_accuracy", -1.0) >= accuracy - 1e-9:
             return float(entry["train_seconds"])
     return None
+
+
+def tested_every_epoch(runs: Sequence[Dict]) -> bool:
+    """Whether every epoch of these runs was tested (main.py --test_every_epoch, or runs made
+    before the test set moved to the end): only then is there a time to reach an accuracy."""
+    return all("test_accuracy" in entry for run in runs for entry in run["history"])
 
 
 def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_training") -> tuple:
@@ -62,7 +69,7 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
                         f"the table compares everything with it")
     target = mean_std([run["final_test_accuracy"] for run in groups[reference]])[0] - TARGET_MARGIN
     full_seconds = mean_std([run["train_seconds"] for run in groups[reference]])[0]
-    full_best = mean_std([run["best_test_accuracy"] for run in groups[reference]])[0]
+    full_final = target + TARGET_MARGIN
     reference_reach = [time_to_reach(run["history"], target) for run in groups[reference]]
     # Only when every seed of the reference gets there is its mean time to get there meaningful.
     full_reach = (statistics.fmean(reference_reach) if None not in reference_reach else None)
@@ -75,14 +82,14 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
         overhead = [run.get("overhead_share", overhead_share(  # older results did not record it
             run.get("compile_seconds", 0.0), run.get("selection_seconds", []), run["train_seconds"])) for run in runs]
         rows.append({
-            "config": name, "seeds": len(runs),
+            "config": name, "seeds": len(runs), "curves": tested_every_epoch(runs),
             "best_accuracy": mean_std(accuracies),
             # model selection on the validation split (None for runs made without one)
             "selected_accuracy": mean_std([run.get("test_accuracy_at_best_val") for run in runs]),
             "validation_accuracy": mean_std([run.get("best_val_accuracy") for run in runs]),
             "accuracies": accuracies,
             "selected_accuracies": [run.get("test_accuracy_at_best_val") for run in runs],
-            "relative_accuracy": mean_std(accuracies)[0] / full_best,
+            "relative_accuracy": mean_std([run["final_test_accuracy"] for run in runs])[0] / full_final,
             "final_accuracy": mean_std([run["final_test_accuracy"] for run in runs]),
             "train_seconds": seconds,
             "step_ratio": mean_std([run.get("step_time_ratio_live", float("nan")) for run in runs]),
@@ -101,16 +108,17 @@ def summarize_groups(groups: Dict[str, List[Dict]], reference: str = "full_train
 
 def markdown(rows: List[Dict], target: float) -> str:
     """The claims table in markdown."""
-    lines = [f"| run | seeds | test acc % at val-best epoch | best val acc % | best test acc % (original) | / full | wall s | step ratio (live) | compile + selection | peak MB | "
+    lines = [f"| run | seeds | final test acc % | test acc % at val-best epoch | best val acc % | best test acc % (original) | final / full | wall s | step ratio (live) | compile + selection | peak MB | "
              f"s to {100 * target:.1f} % | speedup (wall) | speedup to {100 * target:.1f} % | paper acc % / speedup |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         reach = (plus_minus(row["time_to_target"], digits=0) + ("" if row["reached"] == row["seeds"]
                                                            else f" ({row['reached']}/{row['seeds']} reached)")
-                 if row["reached"] else "never")
+                 if row["reached"] else "never") if row.get("curves", True) else "- (tested at the end)"
         to_target = f"{row['speedup_to_target']:.2f}x" if row["speedup_to_target"] else "-"
         paper = f"{row['paper'][0]:.1f} / {row['paper'][1]:.2f}x" if row["paper"] else ""
-        lines.append(f"| {row['config']} | {row['seeds']} | {plus_minus(row['selected_accuracy'], 100)} | "
+        lines.append(f"| {row['config']} | {row['seeds']} | {plus_minus(row['final_accuracy'], 100)} | "
+                     f"{plus_minus(row['selected_accuracy'], 100)} | "
                      f"{plus_minus(row['validation_accuracy'], 100)} | {plus_minus(row['best_accuracy'], 100)} | "
                      f"{row['relative_accuracy']:.2f} | {plus_minus(row['train_seconds'], digits=0)} | {plus_minus(row['step_ratio'], digits=2)} | "
                      f"{plus_minus(row['overhead_share'], 100)} % | {plus_minus(row['peak_memory'], digits=0)} | {reach} | {row['speedup']:.2f}x | {to_target} | {paper} |")
@@ -118,10 +126,14 @@ def markdown(rows: List[Dict], target: float) -> str:
 
 
 def mean_curve(runs: Sequence[Dict]) -> tuple:
-    """Mean training seconds and test accuracy per epoch over runs (epochs all runs have)."""
+    """Mean training seconds and accuracy per epoch over runs (epochs all runs have): test
+    accuracy when every epoch was tested, else validation accuracy ([] when neither)."""
     epochs = min(len(run["history"]) for run in runs)
+    key = "test_accuracy" if tested_every_epoch(runs) else "val_accuracy"
+    if not all(key in run["history"][e] for run in runs for e in range(epochs)):
+        return [], []
     seconds = [statistics.fmean(run["history"][e]["train_seconds"] for run in runs) for e in range(epochs)]
-    accuracy = [statistics.fmean(run["history"][e]["test_accuracy"] for run in runs) for e in range(epochs)]
+    accuracy = [statistics.fmean(run["history"][e][key] for run in runs) for e in range(epochs)]
     return seconds, accuracy
 
 
@@ -139,12 +151,12 @@ def plot(groups: Dict[str, List[Dict]], rows: List[Dict], target: float, title: 
         style = "-" if "elastic" in name or name == "full_training" else "--"
         seconds, accuracy = mean_curve(groups[name])
         curves.plot(seconds, [100 * a for a in accuracy], style, color=color, marker=".", label=name)
-        scatter.errorbar(row["train_seconds"][0], 100 * row["best_accuracy"][0], xerr=row["train_seconds"][1],
-                         yerr=100 * row["best_accuracy"][1], fmt="o", color=color, capsize=3, label=name)
+        scatter.errorbar(row["train_seconds"][0], 100 * row["final_accuracy"][0], xerr=row["train_seconds"][1],
+                         yerr=100 * row["final_accuracy"][1], fmt="o", color=color, capsize=3, label=name)
     curves.axhline(100 * target, color="grey", linewidth=0.8, linestyle=":")
-    curves.set(xlabel="training time (s, validation excluded)", ylabel="test accuracy (%)",
-               title="mean over seeds, per epoch")
-    scatter.set(xlabel="training wall time (s)", ylabel="best test accuracy (%)",
+    curves.set(xlabel="training time (s, evaluation excluded)",
+               ylabel="test (or, tested at the end only, validation) accuracy (%)", title="mean over seeds, per epoch")
+    scatter.set(xlabel="training wall time (s)", ylabel="final test accuracy (%)",
                 title="mean ± std over seeds")
     curves.grid(alpha=0.3)
     scatter.grid(alpha=0.3)
@@ -155,6 +167,61 @@ def plot(groups: Dict[str, List[Dict]], rows: List[Dict], target: float, title: 
         with atomic_path(target_path) as temporary:
             figure.savefig(temporary, dpi=120)
     plt.close(figure)
+
+
+def provenance_note(groups: Dict[str, List[Dict]]) -> str:
+    """A warning when the runs of a table come from more than one code state (commit, or a tree
+    that differed from it) or more than one initial backbone; "" when they are one (or unrecorded)."""
+    def code(run: Dict) -> str:
+        record = run.get("provenance") or {}
+        commit = record.get("code_commit")
+        return "unrecorded" if commit is None else commit[:10] + ("+dirty" if record.get("code_dirty") else "")
+
+    def backbone(run: Dict) -> str:
+        sha = run.get("backbone_sha256") or (run.get("provenance") or {}).get("weights_sha256")
+        return sha[:12] if sha else "unrecorded"
+
+    notes = []
+    for what, key in (("code states", code), ("backbones", backbone)):
+        kinds: Dict[str, List[str]] = {}
+        for name, runs in groups.items():
+            for run in runs:
+                kinds.setdefault(key(run), []).append(run.get("run_name", name))
+        if len(kinds) > 1:
+            notes.append(f"**These rows mix {len(kinds)} {what}**: " + "; ".join(
+                f"{kind} ({len(names)} runs, e.g. {names[0]})" for kind, names in sorted(kinds.items())))
+    return "\n\n".join(notes)
+
+
+def run_rows(groups: Dict[str, List[Dict]]) -> List[Dict]:
+    """One flat row per run: its summary's plain values, its resolved configuration (`config.*`)
+    and provenance (`provenance.*`); lists (history, selections) left out."""
+    rows = []
+    for name, runs in groups.items():
+        for run in runs:
+            row = {"config_name": name}
+            for key, value in run.items():
+                if isinstance(value, dict) and key in ("config", "provenance", "ran_on"):
+                    row.update({f"{key}.{inner}": item for inner, item in value.items()
+                                if not isinstance(item, (dict, list))})
+                elif not isinstance(value, (dict, list)):
+                    row[key] = value
+            rows.append(row)
+    return rows
+
+
+def write_runs_csv(groups: Dict[str, List[Dict]], path: str) -> None:
+    """`run_rows` as CSV (atomically): `pandas.read_csv(path)` loads a study in one line."""
+    import csv
+    import io
+
+    rows = run_rows(groups)
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buffer.getvalue())
 
 
 def learning_rate_groups(groups: Dict[str, List[Dict]]) -> Dict[str, Dict[str, List[Dict]]]:
@@ -190,6 +257,9 @@ def write_table(plan: str, model_name: str, directory: str, output: Optional[str
         sections.append((f"learning rate {rate}\n\n" if rate else "") + markdown(rows, target))
         all_rows += rows
     table = "\n".join(sections)
+    note = provenance_note(groups)
+    if note:
+        table += "\n" + note + "\n"
     print(table)
     plot(groups, all_rows, target, f"{model_name}: {plan} study on the embedded dataset", figure_path)
     print(f"figure: {figure_path} (and .pdf)")
@@ -200,4 +270,6 @@ def write_table(plan: str, model_name: str, directory: str, output: Optional[str
         table += "\n\n" + footer + "\n"
     if output:
         atomic_write_text(output, table)
+    write_runs_csv(groups, os.path.join(directory, "runs.csv"))
+    print(f"runs: {os.path.join(directory, 'runs.csv')} (one row a run)")
     return 0

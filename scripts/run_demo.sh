@@ -46,7 +46,8 @@ $PY profiler.py --model_name mobilenetv2 --input_size 64 --num_classes 64 --batc
 
 echo "== 4/5 fine-tune on the target task: full training, then ElasticTrainer (rho $RHO, $RHO_MODE mode)"
 # shellcheck disable=SC2086
-COMMON=($PROTOCOL --weights "$BACKBONE" --num_epochs "$EPOCHS" --interval "$INTERVAL" --logdir "$RUNS" --save_txt true)
+COMMON=($PROTOCOL --weights "$BACKBONE" --num_epochs "$EPOCHS" --interval "$INTERVAL" --logdir "$RUNS" --save_txt true
+        --test_every_epoch true)  # the figure shows the per-epoch test curve
 $PY main.py "${COMMON[@]}" --train_type full_training --run_name full_training
 ELASTIC="elastic_rho${RHO}_${RHO_MODE}"
 $PY main.py "${COMMON[@]}" --train_type elastic_training --rho "$RHO" --rho_mode "$RHO_MODE" --run_name "$ELASTIC"

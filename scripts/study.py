@@ -44,6 +44,9 @@ def logs_dir(model_name: str, plan: str) -> str:
     return os.path.join(ROOT, "logs", "study", f"{model_name}_{protocol['input_size']}", plan)
 
 
+REFERENCE_STEPS = 20  # full steps timed against the final selection's after each run (main.py's default: none)
+
+
 def main_arguments(model_name: str, run: Run, logdir: str) -> List[str]:
     """The main.py flags of one run of the study."""
     protocol = PROTOCOLS[model_name]
@@ -54,7 +57,10 @@ def main_arguments(model_name: str, run: Run, logdir: str) -> List[str]:
                  "--num_epochs", str(protocol["num_epochs"]), "--interval", str(protocol["interval"]),
                  "--weights", weights, "--bn_mode", run.bn_mode or protocol["bn_mode"],
                  "--train_type", run.train_type, "--seed", str(run.seed),
-                 "--logdir", logdir, "--run_name", run.name, "--val_fraction", str(protocol["val_fraction"])]
+                 "--logdir", logdir, "--run_name", run.name, "--val_fraction", str(protocol["val_fraction"]),
+                 "--reference_steps", str(REFERENCE_STEPS)]  # the tables' live step ratio
+    if protocol.get("test_every_epoch"):  # the shapes studies select on test: they need each epoch's
+        arguments += ["--test_every_epoch", "true"]
     if run.rho is not None:
         arguments += ["--rho", str(run.rho), "--rho_mode", run.rho_mode]
     if run.gradient_filter:

@@ -179,3 +179,13 @@ def test_the_readme_table_lists_every_case():
     assert {case for case, _ in rows} == set(CASES)
     for case, message in rows:
         assert CASES[case][1] in message, case
+
+
+def test_random_weights_with_frozen_batchnorm_are_flagged(tmp_path, caplog):
+    import main
+
+    for bn_mode, flagged in (("frozen", True), ("train", False)):
+        caplog.clear()
+        main.resolve_config(main.parse_args(["--dataset_name", "embedded_shapes", "--weights", "none", "--bn_mode",
+                                             bn_mode, "--logdir", str(tmp_path)]))
+        assert ("train from scratch with --bn_mode train" in caplog.text) is flagged

@@ -22,20 +22,37 @@ def test_one_epoch_of_elastic_training_end_to_end(workdir, tfds_dir):
                "--save_txt", "true", "--save_model", "true", "--run_name", "e2e") == 0
     run_dir = workdir / "logs" / "e2e"
     tags, accumulator = _tags(str(run_dir))
-    expected = {"train/accuracy", "train/classification_loss", "train/learning_rate", "test/accuracy",
-                "test/classification_loss", "validation/accuracy", "validation/classification_loss",
+    expected = {"train/accuracy", "train/classification_loss", "train/learning_rate", "test/final_accuracy",
+                "test/accuracy_at_best_validation", "validation/accuracy", "validation/classification_loss",
                 "time/step_ms", "elastic/selected_fraction", "elastic/target_vs_achieved",
                 "elastic/selection_masks"}
     assert expected <= tags, expected - tags
     assert len(accumulator.Tensors("elastic/selected_fraction")) == 2  # selections at 0 and 0.5 epochs
+    assert {"hparams/final_test_accuracy", "hparams/step_time_ratio", "_hparams_/session_start_info"} <= tags
     numbers = np.loadtxt(workdir / "logs" / "e2e.txt")
     assert numbers.shape == (4,) and 0 <= numbers[1] <= 100 and numbers[3] == pytest.approx(0.6)
     assert (workdir / "saved_models" / "e2e.h5").exists()
     assert (run_dir / "config.json").exists() and (run_dir / "summary.json").exists()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["best_val_epoch"] == 1 and summary["history"][0]["val_accuracy"] == summary["best_val_accuracy"]
-    assert summary["test_accuracy_at_best_val"] == summary["history"][0]["test_accuracy"]
+    assert summary["test_accuracy_at_best_val"] == summary["final_test_accuracy"]  # one epoch: the same weights
+    assert "test_accuracy" not in summary["history"][0] and summary["best_test_accuracy"] is None
+    assert summary["process_seconds"] > summary["train_seconds"] + summary["final_test_seconds"]
+    assert not (run_dir / "best_validation.npz").exists()  # only while the run trains
     assert json.loads((run_dir / "config.json").read_text())["val_fraction"] == 0.1
+
+
+def test_test_every_epoch_keeps_the_originals_per_epoch_test_curve(workdir, tfds_dir):
+    assert run(workdir, tfds_dir, "--train_type", "traditional_tl_training", "--num_epochs", "2",
+               "--test_every_epoch", "--run_name", "curve") == 0
+    run_dir = workdir / "logs" / "curve"
+    tags, accumulator = _tags(str(run_dir))
+    assert "test/accuracy" in tags and "test/final_accuracy" not in tags
+    assert len(accumulator.Tensors("test/accuracy")) == 2
+    summary = json.loads((run_dir / "summary.json").read_text())
+    tested = [entry["test_accuracy"] for entry in summary["history"]]
+    assert summary["best_test_accuracy"] == max(tested) and summary["final_test_accuracy"] == tested[-1]
+    assert summary["test_accuracy_at_best_val"] == tested[summary["best_val_epoch"] - 1]
 
 
 def test_a_baseline_runs_and_run_names_never_overwrite(workdir, tfds_dir):

@@ -18,6 +18,7 @@ import train
 from conftest import MAIN_BASE, run_main
 from run_outputs import RunOutputs, truncate_events
 from test_train import config, tiny_data, tiny_model, tiny_profile
+from train_step import make_optimizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,7 +108,8 @@ def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninter
                           tiny_profile(resumed_model), resume=True)
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2, 3] and summary["sessions"] == 2
     outputs.writer.flush()
-    assert steps_of(outputs.run_dir, "test/accuracy") == [4, 8, 12]  # no step twice, none missing
+    assert steps_of(outputs.run_dir, "train/classification_loss") == [4, 8, 12]  # no step twice, none missing
+    assert steps_of(outputs.run_dir, "test/final_accuracy") == [12]  # the test set once, at the end
     assert steps_of(outputs.run_dir, "elastic/selected_fraction") == [0, 2, 4, 6, 8, 10]
 
     reference_model, reference_config, reference_outputs = elastic_run(tmp_path, 3, "uninterrupted", build)
@@ -116,7 +118,8 @@ def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninter
     reference_outputs.writer.flush()
     for resumed, uninterrupted in zip(resumed_model.variables, reference_model.variables):
         np.testing.assert_allclose(resumed.numpy(), uninterrupted.numpy(), rtol=1e-5, atol=1e-6)
-    assert [e["test_accuracy"] for e in summary["history"]] == [e["test_accuracy"] for e in reference["history"]]
+    assert [e["train_loss"] for e in summary["history"]] == pytest.approx([e["train_loss"] for e in reference["history"]])
+    assert summary["final_test_accuracy"] == reference["final_test_accuracy"]
     assert mask_events(outputs.run_dir) == mask_events(reference_outputs.run_dir)  # the same selections
     assert summary["train_seconds"] >= summary["history"][0]["train_seconds"] > 0
 
@@ -244,7 +247,8 @@ def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
     assert run_main(workdir, tfds_dir, *arguments[len(MAIN_BASE) - 4:], "--resume") == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2, 3] and summary["sessions"] == 2
-    assert steps_of(str(run_dir), "test/accuracy") == [40, 80, 120]
+    assert steps_of(str(run_dir), "train/classification_loss") == [40, 80, 120]
+    assert steps_of(str(run_dir), "test/final_accuracy") == [120]
     assert steps_of(str(run_dir), "elastic/selected_fraction") == list(range(0, 120, 20))
 
 
@@ -270,3 +274,26 @@ def test_resume_check_runs_parse_and_its_report_flags_every_difference():
     assert report[2].startswith("| uninterrupted | 1 | 0: 2, 8: 2 | - |")
     assert "| killed | 2 | 0: 2, 8: 2 | 2/2 |" in report[3] and "| 0 |" in report[3]
     assert "| interrupted | 2 | 0: 2, 8: 1 | 1/2 |" in report[4] and "| 0.25 |" in report[4]
+
+
+@pytest.mark.parametrize("earlier", [False, True])
+def test_a_checkpoint_that_cannot_be_written_says_what_is_left_and_leaves_no_partial_folder(tmp_path, earlier):
+    from utils import UserError
+
+    model = tiny_model()
+    saver = checkpoints.RunCheckpoints(str(tmp_path), model, make_optimizer("sgd", 0.01, 0, 10).optimizer)
+    if earlier:
+        saver.save({"step": 3})
+    directory = checkpoints.checkpoint_dir(str(tmp_path))
+
+    def full_disk(checkpoint_number):
+        os.makedirs(os.path.join(directory, f"ckpt-{checkpoint_number}_temp", "part-0"))
+        raise OSError(28, "No space left on device")
+
+    saver._manager.save = full_disk
+    with pytest.raises(UserError) as refused:
+        saver.save({"step": 5})
+    message = str(refused.value)
+    assert "No space left on device" in message
+    assert ("The earlier checkpoint (ckpt-3) is intact." if earlier else "There is no earlier checkpoint.") in message
+    assert not [name for name in os.listdir(directory) if "_temp" in name]

@@ -194,16 +194,35 @@ def test_claims_table_means_targets_and_speedups(tmp_path):
     assert elastic["overhead_share"][0] == pytest.approx(2.0 / 15)
     assert by_name["traditional_tl_training"]["reached"] == 0
     table = study_table.markdown(rows, target)
-    assert "| elastic_training_rho0.533_paper | 2 | - | - | 80.5 ± 0.7 | 0.99 |" in table  # no validation split
+    # final, then (no validation split) -, -, then the best over epochs, then final / full's final
+    assert "| elastic_training_rho0.533_paper | 2 | 80.5 ± 0.7 | - | - | 80.5 ± 0.7 | 0.99 |" in table
     assert "68.5 / 2.35x" in table and "never" in table
     assert "| 1100 ± 141 |" in table  # peak MB of the elastic runs; "-" for runs that did not record it
-    assert table.splitlines()[2].split(" | ")[9] == "-"
+    assert table.splitlines()[2].split(" | ")[10] == "-"
     for seed, (validation, selected) in enumerate(((0.7, 0.78), (0.72, 0.80))):  # runs with a validation split
         path = tmp_path / f"full_training_s{seed}.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), "best_val_accuracy": validation,
                                     "test_accuracy_at_best_val": selected}))
     rows, target = study_table.summarize_groups(study_table.load_results(str(tmp_path)))
-    assert "| full_training | 2 | 79.0 ± 1.4 | 71.0 ± 1.4 | 81.0 ± 1.4 | 1.00 |" in study_table.markdown(rows, target)
+    assert "| full_training | 2 | 81.0 ± 1.4 | 79.0 ± 1.4 | 71.0 ± 1.4 | 81.0 ± 1.4 | 1.00 |" in study_table.markdown(rows, target)
+
+
+def test_runs_tested_only_at_the_end_have_no_time_to_reach_but_every_accuracy(tmp_path):
+    def tested_at_end(name, seed, final, selected, seconds):
+        return {"run_name": f"{name}_s{seed}", "seed": seed, "best_test_accuracy": None, "final_test_accuracy": final,
+                "test_accuracy_at_best_val": selected, "best_val_accuracy": 0.5, "train_seconds": seconds,
+                "history": [{"epoch": 1, "train_seconds": seconds, "val_accuracy": 0.5}]}
+
+    write_results(tmp_path, [tested_at_end("full_training", 0, 0.80, 0.78, 30.0),
+                             tested_at_end("elastic_training_rho0.533_paper", 0, 0.76, 0.74, 15.0)])
+    rows, target = study_table.summarize_groups(study_table.load_results(str(tmp_path)))
+    elastic = {row["config"]: row for row in rows}["elastic_training_rho0.533_paper"]
+    assert not elastic["curves"] and elastic["speedup"] == pytest.approx(2.0)
+    assert elastic["relative_accuracy"] == pytest.approx(0.95)
+    line = [line for line in study_table.markdown(rows, target).splitlines() if line.startswith("| elastic")][0]
+    assert line.startswith("| elastic_training_rho0.533_paper | 1 | 76.0 ± 0.0 | 74.0 ± 0.0 | 50.0 ± 0.0 | - | 0.95 |")
+    assert "- (tested at the end)" in line
+    assert study_table.mean_curve([tested_at_end("x", 0, 0.8, 0.8, 3.0)]) == ([3.0], [0.5])  # validation's curve
 
 
 def test_table_cli_writes_markdown_and_figure(tmp_path, monkeypatch):
@@ -262,28 +281,44 @@ def test_speedup_to_target_needs_every_reference_seed_to_get_there(tmp_path):
     assert "nan" not in study_table.markdown(rows, 0.69)
 
 
-def test_overhead_bench_runs_parse_and_its_report_splits_the_overhead(protocol):
+def test_overhead_bench_runs_parse_and_its_report_breaks_the_wall_time_down(protocol):
     from bench import overhead as bench_overhead
     import main
 
-    args = bench_overhead.parse_args(["--rho", "0.5", "--epochs", "2", "--interval", "1"])
-    jobs = bench_overhead.runs(args)
+    args = bench_overhead.parse_args(["--epochs", "2", "--interval", "1", "--seeds", "0", "1",
+                                      "--configs", "full_training", "elastic_training", "--extra", "--test_every_epoch"])
+    jobs = bench_overhead.jobs(args)
     parsed = [main.parse_args(flags) for _, flags in jobs]
-    assert [p.train_type for p in parsed] == ["full_training", "elastic_training"]
-    assert parsed[1].rho == 0.5 and all(p.num_epochs == 2 and p.bn_mode == "frozen" for p in parsed)
+    assert [(p.train_type, p.seed) for p in parsed] == [("full_training", 0), ("elastic_training", 0),
+                                                        ("full_training", 1), ("elastic_training", 1)]
+    assert parsed[1].rho == 0.533 and parsed[1].rho_mode == "paper" and parsed[0].test_every_epoch
+    assert all(p.num_epochs == 2 and p.bn_mode == "frozen" and p.dataset_name == "embedded_parts" for p in parsed)
+    with pytest.raises(SystemExit):
+        bench_overhead.parse_args(["--configs", "elastic_training"])  # nothing to compare with
 
-    def summary(name, seconds, step_ms, compile_s, parts):
-        return {"run_name": name, "train_seconds": seconds, "median_step_ms": step_ms, "compile_seconds": compile_s,
-                "evaluation_seconds": 5.0, "selection_parts": parts, "step_time_ratio_live": 0.5,
-                "reference_full_step_ms": 200.0}
+    def summary(seconds, step_ms, selections=(), parts_each=None):
+        return {"train_seconds": seconds, "median_step_ms": step_ms, "compile_seconds": 2.0, "final_test_accuracy": 0.7,
+                "test_accuracy_at_best_val": 0.69, "evaluation_seconds": 1.0, "final_test_seconds": 2.0,
+                "checkpoint_seconds": 0.5, "startup_seconds": 6.0, "selection_seconds": list(selections),
+                "startup_parts": {"imports": 3.0, "model": 1.0, "profile": 0.1, "data": 0.9, "loop": 1.0},
+                **({"selection_parts_each": parts_each} if parts_each else {}),
+                "provenance": {"code_commit": "abc"}}
 
-    full = summary("full_training", 200.0, 200.0, 4.0, {})
-    elastic = summary("elastic", 110.0, 100.0, 6.0, {"probe": 3.0, "dp": 0.5, "recalibrate": 0.0})
-    text = bench_overhead.report(full, elastic, {"full_training": 260.0, "elastic": 170.0})
-    assert "| elastic | 110.0 | 170 | 100.0 | 3.00 | 0.500 | 6.00 | 5.0 | 8.6 |" in text
-    assert "step ratio (median steps, elastic / full): 0.500" in text
-    assert "(training, evaluation excluded): 0.550 (1.82x faster)" in text
-    assert "(whole process: start-up, evaluations, live reference): 0.654" in text
+    records = {}
+    for seed in (0, 1):
+        records[f"full_training_s{seed}"] = {"summary": summary(20.0, 100.0), "seconds": 33.0}
+        records[f"elastic_training_rho0.533_paper_s{seed}"] = {
+            "summary": {**summary(10.0, 50.0, (1.5, 0.3, 0.3), [{"probe_trace": 1.2, "probe": 0.2, "dp": 0.1},
+                                                                 {"probe": 0.2, "dp": 0.1}, {"probe": 0.2, "dp": 0.1}]),
+                        "reference_seconds": 3.0}, "seconds": 25.0}
+    text = bench_overhead.report(records, args)
+    assert "| 1 | elastic_training | 70.0 | 69.0 | 10.0 | 25.0 | 50.0 | 0.500 | 2.00x | 1.32x |" in text
+    assert "| process (measured around main.py) | 33.00 | 25.00 |" in text
+    assert "|   steps and data | 18.00 | 5.90 |" in text  # training minus selections minus compiles
+    assert "| rest (python start, summary, report) | 3.50 | 2.50 |" in text  # 33 - (6 + 20 + 1 + 2 + 0.5)
+    assert "| elastic_training | first | 1.500 | 15.0 | probe_trace 1.200, probe 0.200, dp 0.100 |" in text
+    assert "| elastic_training | later | 0.300 | 3.0 | probe 0.200, dp 0.100 |" in text
+    assert "elastic_training: training speedup 2.00x, 2.00x; whole-process speedup 1.32x, 1.32x" in text
 
 
 def depth_results(directory, stage_accuracies, step_ratios, top_accuracies=(0.74, 0.75, 0.86)):
@@ -448,3 +483,30 @@ def test_a_paired_interval_is_student_t_over_the_seeds():
     assert paired_interval([0.5, float("nan"), 0.5])[1:] == (0.5, 0.5)  # nan skipped, no spread
     mean, low, high = paired_interval([4.0])
     assert mean == 4.0 and math.isnan(low) and math.isnan(high)
+
+
+def test_a_table_says_when_its_rows_mix_code_states_or_backbones():
+    def run(name, commit, dirty=False, sha="a" * 64):
+        return {"run_name": name, "provenance": {"code_commit": commit, "code_dirty": dirty}, "backbone_sha256": sha}
+
+    one = {"full_training": [run("full_training_s0", "1" * 40)], "elastic": [run("elastic_s0", "1" * 40)]}
+    assert study_table.provenance_note(one) == ""
+    mixed = {"full_training": [run("full_training_s0", "1" * 40)],
+             "elastic": [run("elastic_s0", "1" * 40, dirty=True, sha="b" * 64), {"run_name": "old_s0"}]}
+    note = study_table.provenance_note(mixed)
+    assert "mix 3 code states" in note and "1111111111+dirty (1 runs, e.g. elastic_s0)" in note
+    assert "unrecorded (1 runs, e.g. old_s0)" in note and "mix 3 backbones" in note
+
+
+def test_runs_csv_has_a_row_a_run_with_config_and_provenance(tmp_path):
+    import csv
+
+    runs = [{**summary("full_training", seed, [0.5, 0.8], 10.0), "config": {"learning_rate": 0.003, "seed": seed},
+             "provenance": {"code_commit": "abc", "code_dirty": False}} for seed in (0, 1)]
+    write_results(tmp_path, runs)
+    path = tmp_path / "runs.csv"
+    study_table.write_runs_csv(study_table.load_results(str(tmp_path)), str(path))
+    rows = list(csv.DictReader(path.open()))
+    assert [row["run_name"] for row in rows] == ["full_training_s0", "full_training_s1"]
+    assert rows[1]["config.seed"] == "1" and rows[0]["provenance.code_commit"] == "abc"
+    assert rows[0]["final_test_accuracy"] == "0.8" and "history" not in rows[0]

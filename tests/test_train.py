@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import models
 import selection_solver_DP as solver
 import schemes
 import train
@@ -413,6 +414,20 @@ def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
     with pytest.raises(train.TrainingDiverged, match=r"loss became nan at step 5 \(epoch 2\).*last good"):
         train.train(config(num_epochs=3, logdir=str(tmp_path)), model, data, tiny_data(), 4, outputs)
     assert (tmp_path / "nan_run" / "last_good.h5").exists()
+    kept = tiny_model()
+    kept.load_weights(str(tmp_path / "nan_run" / "last_good.h5"))
+    assert all(np.all(np.isfinite(w)) for w in kept.get_weights())  # epoch 1's, not the NaN ones
+
+
+@pytest.mark.parametrize("seconds, written", [(0.0, [8, 12]), (3600.0, [])])
+def test_epoch_ends_write_a_checkpoint_only_when_checkpoint_seconds_have_passed(tmp_path, seconds, written):
+    import checkpoints
+
+    outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+    train.train(config(num_epochs=3, logdir=str(tmp_path), checkpoint_seconds=seconds), tiny_model(), tiny_data(),
+                tiny_data(), 4, outputs)
+    paths = checkpoints.checkpoint_paths(checkpoints.checkpoint_dir(outputs.run_dir))
+    assert sorted(int(path.rsplit("-", 1)[1]) for path in paths) == written  # the newest two kept
 
 
 def test_paper_rho_mode_selects_within_the_originals_budget_and_keeps_the_loop_open():
@@ -442,6 +457,54 @@ def test_summary_counts_compile_time_and_measures_a_live_full_step(tmp_path):
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2]
     assert summary["history"][-1]["train_seconds"] == pytest.approx(summary["train_seconds"])
     assert summary["evaluation_seconds"] > 0
+
+
+def test_the_test_set_sees_the_final_and_the_validation_best_weights_once_at_the_end(tmp_path):
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+    loop = train.Loop(config(logdir=str(tmp_path)), model, tiny_data(), 4, outputs, None, "")
+    evaluate = train.make_evaluator(model)
+    test_data = tiny_data(seed=1)
+    classifier_bias = model.get_layer("classifier").bias
+    classifier_bias.assign([0.0, 100.0, 0.0])  # epoch 1's weights, the validation-best: always class 1
+    outputs.save_best_validation(1, model.get_weights())  # as a resumed run finds them (this one's memory: none)
+    at_best = evaluate(test_data)["test/accuracy"]
+    classifier_bias.assign([100.0, 0.0, 0.0])  # the final weights: always class 0
+    final_weights = [variable.numpy() for variable in model.variables]
+    final = evaluate(test_data)["test/accuracy"]
+    assert final != at_best
+    loop.state.history = [{"epoch": 1, "val_accuracy": 0.9}, {"epoch": 2, "val_accuracy": 0.5}]
+    loop.final_evaluation(test_data)
+    assert loop.final_test["final_test_accuracy"] == final and loop.final_test["test_accuracy_at_best_val"] == at_best
+    for variable, kept in zip(model.variables, final_weights):  # the final weights are back
+        np.testing.assert_array_equal(variable.numpy(), kept)
+    summary = loop.summary()
+    assert summary["final_test_accuracy"] == final and summary["test_accuracy_at_best_val"] == at_best
+    assert summary["best_test_accuracy"] is None and summary["best_val_epoch"] == 1
+
+
+@pytest.mark.parametrize("every_epoch", [False, True])
+def test_epochs_are_validated_and_tested_only_at_the_end_unless_asked(tmp_path, monkeypatch, every_epoch):
+    evaluated = []
+    make_evaluator = train.make_evaluator
+
+    def counting(model):
+        evaluate = make_evaluator(model)
+        return lambda dataset, prefix="test": evaluated.append(prefix) or evaluate(dataset, prefix)
+
+    monkeypatch.setattr(train, "make_evaluator", counting)
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+    summary = train.train(config(num_epochs=3, logdir=str(tmp_path), test_every_epoch=every_epoch), model,
+                          tiny_data(), tiny_data(seed=1), 4, outputs, val_data=tiny_data(seed=2))
+    assert evaluated.count("validation") == 3 and summary["test_every_epoch"] is every_epoch
+    if every_epoch:
+        assert evaluated.count("test") == 3 and "final_test_seconds" not in summary
+    else:  # the final weights, and the validation-best epoch's unless it is the last
+        assert evaluated.count("test") == (1 if summary["best_val_epoch"] == 3 else 2)
+        assert evaluated[-1] == "test" and summary["final_test_seconds"] > 0
 
 
 def test_summary_counts_a_slow_compile_and_splits_the_selection_overhead(tmp_path, monkeypatch, capsys):
