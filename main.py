@@ -44,6 +44,48 @@ OVERHEAD_HINT_SHARE = 0.15  # above this share of probes and compiles, the summa
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """The flags, over the defaults of a run's record when one is named: `--config PATH` (a
+    run's config.json), or the run `--resume` continues (its own config.json, when it has one).
+    Flags typed on the command line win over the record."""
+    parser = build_parser()
+    first, _ = parser.parse_known_args(argv)
+    record = first.config
+    if record is None and first.resume and first.run_name:
+        saved = os.path.join(first.logdir, first.run_name, "config.json")
+        record = saved if os.path.isfile(saved) else None
+    if record is not None:
+        parser.set_defaults(**recorded_defaults(read_json(record, "--config"), parser, record))
+    return parser.parse_args(argv)
+
+
+def recorded_defaults(saved: dict, parser: argparse.ArgumentParser, path: str) -> dict:
+    """A run's recorded configuration (config.json) as flag defaults: each value as the flag takes
+    it (a filter that is off records 0 blocks, a scheme without a block range ""); UserError for a
+    setting no flag sets."""
+    if not isinstance(saved, dict):
+        raise UserError(f"--config {path} is not a run's configuration (a JSON object of settings)")
+    flags = {action.dest for action in parser._actions}
+    fixed = {field.name: field.default for field in dataclasses.fields(TrainConfig) if field.name not in flags}
+    defaults = {}
+    for name, value in saved.items():
+        if name in fixed:  # recorded, set by no flag (e.g. the DP's resolution): it must be the default
+            if value != fixed[name]:
+                raise UserError(f"--config {path}: {name} = {value!r} cannot be set from the command line "
+                                f"(only {fixed[name]!r})")
+            continue
+        if name not in flags:
+            raise UserError(f"--config {path}: unknown setting {name!r}; is it a run's config.json?")
+        defaults[name] = value
+    if defaults.get("block_range") == "":
+        defaults["block_range"] = None
+    if not defaults.get("gf_radius"):  # off: the blocks it would filter are not recorded
+        defaults.pop("gf_blocks", None)
+        if defaults.get("train_type") != "gradient_filter_training":
+            defaults["gf_radius"] = None
+    return defaults
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Train a model on a dataset with one of ElasticTrainer's schemes.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -144,6 +186,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
          help="continue the run named by --run_name (or the default name) in --logdir from its "
               "latest checkpoint; the other flags must be the ones it was started with")
     flag("--logdir", default="logs", help="TensorBoard logs go to <logdir>/<run_name>")
+    flag("--config", default=None, metavar="PATH",
+         help="replay a run: take every setting from its config.json (logs/<run_name>/config.json); "
+              "flags given beside it win, e.g. --config logs/R/config.json --seed 1. A new run gets a new "
+              "name; with --resume it continues that run. --resume --run_name R alone reads R's own")
     flag("--memory_budget_mb", type=float, default=0.0, metavar="MB",
          help="elastic_training and sparse_update_training: also keep the peak memory of a training step within "
               "MB, as TensorFlow's allocator counts it (weights, optimizer slots, data buffers, activations, "
@@ -154,7 +200,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
          help="energy per epoch and per step from the device's own counter (whole device, not this process): "
               "rapl (Linux powercap), ina3221 (Jetson power rails), nvml (NVIDIA GPUs); auto takes the first "
               "readable one and says once when there is none; none measures nothing")
-    return parser.parse_args(argv)
+    return parser
 
 
 def requested_run_name(args: argparse.Namespace) -> str:

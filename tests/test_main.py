@@ -96,3 +96,52 @@ def test_argument_errors_exit_2(workdir, tfds_dir, arguments, capsys):
         run(workdir, tfds_dir, *arguments)
     assert exit_info.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+SCHEME_FLAGS = {"block_range_training": ["--block_range", "0:4"], "gradient_filter_training": ["--gf_blocks", "3"],
+                "elastic_training": ["--rho", "0.7", "--rho_mode", "paper", "--gf_radius", "2"],
+                "sparse_update_training": ["--memory_budget_mb", "500"]}
+
+
+@pytest.mark.parametrize("train_type", sorted(__import__("schemes").SCHEMES))
+def test_every_recorded_config_replays_to_the_same_config(tmp_path, tfds_dir, train_type):
+    """What a run records (config.json) is accepted back by --config and resolves to the same run."""
+    import dataclasses
+
+    import main
+
+    arguments = ["--train_type", train_type, "--dataset_name", "embedded_shapes", "--model_name", "mobilenetv2",
+                 "--input_size", "32", "--batch_size", "64", "--data_dir", tfds_dir, "--seed", "3",
+                 "--logdir", str(tmp_path), *SCHEME_FLAGS.get(train_type, [])]
+    recorded = dataclasses.asdict(main.resolve_config(main.parse_args(arguments)))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(recorded))
+    assert dataclasses.asdict(main.resolve_config(main.parse_args(["--config", str(path)]))) == recorded
+    overridden = dataclasses.asdict(main.resolve_config(main.parse_args(["--config", str(path), "--seed", "4"])))
+    assert overridden == {**recorded, "seed": 4}
+
+
+def test_resume_with_only_the_run_name_takes_the_runs_own_flags(tmp_path, tfds_dir):
+    import main
+
+    run_dir = tmp_path / "R"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"train_type": "bn_plus_bias_training", "seed": 7,
+                                                     "learning_rate": 0.02, "run_name": "R"}))
+    args = main.parse_args(["--resume", "--run_name", "R", "--logdir", str(tmp_path)])
+    assert (args.train_type, args.seed, args.learning_rate) == ("bn_plus_bias_training", 7, 0.02)
+
+
+@pytest.mark.parametrize("content, message", [('{"magic": 1}', "unknown setting 'magic'"),
+                                              ('[1, 2]', "not a run's configuration"),
+                                              ('{"resolution": 5}', "resolution = 5 cannot be set"),
+                                              ('{"seed": ', "is not valid JSON")])
+def test_a_bad_config_is_one_clear_message(tmp_path, capsys, content, message):
+    import main
+    from utils import run_cli
+
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    assert run_cli(main.main, ["--config", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
