@@ -31,7 +31,8 @@ from models import gradient_filter as filtering
 import memory_model
 import models
 import profile_tables
-from train_step import (MB, TrainStep, allocator_device, allocator_mb, forward_function, full_gradients,
+from train_step import (MB, TrainStep, allocator_device, allocator_mb, forward_function, free_batch_gradients,
+                        full_gradients, micro_batched_gradients,
                         make_optimizer, reset_peak, shared_forward, typical_ms, wall_time_samples, wall_times_ms)
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
@@ -42,6 +43,9 @@ from utils import UserError, atomic_write_json, atomic_write_text, positive_int,
 WARM_UP_ROUNDS = 10
 CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
 CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit
+# Micro-batch counts at which the probe's pass is timed (a memory budget's probe runs in as many as
+# fit; training interpolates between them to re-anchor rho on today's machine speed).
+PROBE_CHUNK_COUNTS = (2, 3, 4, 6, 8, 16, 32)
 MEMORY_TOPS = (0.25, 0.5, 0.75)  # contiguous tops measured besides the calibration steps to fit the memory model
 
 
@@ -300,14 +304,21 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
                     for selected in more]
     forward = forward_function(model)
     gradients = full_gradients(model, shared)  # the importance probe's pass: training re-anchors on it
+    # ... and its pass in micro-batches, as a memory budget runs it (training re-anchors on those)
+    chunk_function = free_batch_gradients(model, shared, images, labels)
+    chunk_counts = [count for count in PROBE_CHUNK_COUNTS if count <= batch_size]
+    chunked = [lambda count=count: next(g for g in micro_batched_gradients(chunk_function, images, labels, count)
+                                        if g is not None).numpy() for count in chunk_counts]
     try:
         for _ in range(WARM_UP_ROUNDS):  # trace the functions and warm caches up
             for run in calibration + [step, gradients]:
                 run(images, labels)[0].numpy()
             forward(images, labels).numpy()
+        for run in chunked * 2:
+            run()
         # Calibration samples are pooled from before and after recording the trace: a shared
         # machine's speed drifts over a minute.
-        timed = [lambda run=run: run(images, labels)[0].numpy() for run in calibration + [gradients]]
+        timed = [lambda run=run: run(images, labels)[0].numpy() for run in calibration + [gradients]] + chunked
         samples = wall_time_samples(timed, (repeats + 1) // 2)
         structure = step_structure(step, images, labels)
         if from_trace:
@@ -318,7 +329,9 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         rows = convert_trace(xplane)
         for pooled, later in zip(samples, wall_time_samples(timed, repeats // 2 or 1)):
             pooled.extend(later)
-        head_ms, path_ms, full_ms, *more_ms, gradients_ms = (typical_ms(s) for s in samples)
+        typical = [typical_ms(s) for s in samples]
+        chunks_ms = dict(zip(map(str, chunk_counts), typical[len(typical) - len(chunk_counts):]))
+        head_ms, path_ms, full_ms, *more_ms, gradients_ms = typical[:len(typical) - len(chunk_counts)]
         as_mask = lambda indices: np.isin(np.arange(len(points)), indices).astype(np.uint8)  # noqa: E731
         masks = [as_mask(profile_tables.point_tensors(points, which)) for which in (-1, 0)]
         masks += [np.ones(len(points), np.uint8)] + [as_mask(selected) for selected in more]
@@ -340,7 +353,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     if csv_path:
         atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
     meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
-                device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms,
+                device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms, T_grad_chunks_ms=chunks_ms,
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
     profile = profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
                                           meta=meta, more=list(zip(more, more_ms)))

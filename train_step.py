@@ -94,6 +94,36 @@ def full_gradients(model: tf.keras.Model, forward: Forward, input_signature: Opt
     return tf.function(gradients, input_signature=input_signature)
 
 
+def free_batch_gradients(model: tf.keras.Model, forward: Forward, images: tf.Tensor, labels: tf.Tensor) -> Callable:
+    """`full_gradients` traced once for any batch size (the micro-batched probe's)."""
+    free = [tf.TensorSpec([None, *tensor.shape[1:]], tensor.dtype) for tensor in (images, labels)]
+    return full_gradients(model, forward, input_signature=free)
+
+
+def micro_batched_gradients(function: Callable, images: tf.Tensor, labels: tf.Tensor,
+                            chunks: int) -> List[Optional[tf.Tensor]]:
+    """A batch's mean-loss gradients as the sum over `chunks` micro-batches of `function`'s
+    (free_batch_gradients), each weighted by its share of the batch: the same gradients with frozen
+    BatchNorm, where examples do not interact, at the peak memory of one micro-batch."""
+    size = int(images.shape[0])
+    bounds = np.linspace(0, size, min(chunks, size) + 1).round().astype(int)
+    total: List[Optional[tf.Tensor]] = []
+    for low, high in zip(bounds[:-1], bounds[1:]):
+        share = (high - low) / size
+        part = [None if g is None else g * share for g in function(images[low:high], labels[low:high])]
+        total = part if not total else [g if t is None else t + g for t, g in zip(total, part)]
+    return total
+
+
+def chunked_time_ms(table: Dict[str, float], chunks: int) -> Optional[float]:
+    """The profile's time of the micro-batched probe pass (`T_grad_chunks_ms`: chunk count -> ms)
+    at `chunks` micro-batches, interpolated linearly between the counts it timed (None outside)."""
+    known = sorted((int(count), float(ms)) for count, ms in (table or {}).items())
+    if not known or not known[0][0] <= chunks <= known[-1][0]:
+        return None
+    return float(np.interp(chunks, [count for count, _ in known], [ms for _, ms in known]))
+
+
 class TrainStep:
     """A tf.function that trains `variables` on one batch and returns (loss, logits).
 

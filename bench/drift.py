@@ -43,8 +43,11 @@ def scaled_profile(profile: Dict, scale: float, keep_anchor: bool) -> Dict:
     for key in TIME_KEYS:
         if key in slow:
             slow[key] = slow[key] * scale
+    if "T_grad_chunks_ms" in slow:
+        slow["T_grad_chunks_ms"] = {count: ms * scale for count, ms in slow["T_grad_chunks_ms"].items()}
     if not keep_anchor:
         slow.pop("T_grad_ms", None)
+        slow.pop("T_grad_chunks_ms", None)
     return slow
 
 

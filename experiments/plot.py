@@ -8,7 +8,7 @@ selection heat map of an elastic run.
     python scripts/plot.py heatmap logs/demo/T/elastic --output figures/selection.png
     python scripts/plot.py energy logs/figures/paper/* --output figures/energy.png   (Fig. 23)
 
-curves: any scalar tag of the runs' events against training wall time (validation excluded, the
+curves: any scalar tag of the runs' events against training wall time (evaluation excluded, the
 paper's x axis), step or epoch; several runs per plot, one panel per tag; prints each run's best
 accuracy, time and time to reach the first run's final accuracy. bars: wall time and best
 accuracy of each run (runs that differ only in their `_s<seed>` suffix are averaged, with the
@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from experiments.study_table import config_name  # (runs that differ only in seed share it)
 from utils import UserError, atomic_path, reported_accuracy, run_cli
 
-TIME_TAG = "time/train_seconds"  # logged at the end of every epoch, validation excluded
+TIME_TAG = "time/train_seconds"  # logged at the end of every epoch, evaluation excluded
 MASK_TAG = "elastic/selection_masks"
 X_AXES = ("time", "step", "epoch")
 Series = List[Tuple[int, float]]  # (step, value)
@@ -188,7 +188,7 @@ def plot_curves(runs: Sequence[Run], tags: Sequence[str], axis: str, title: str,
             xs = [x / scale for x in x_values(run, steps, axis)]
             panel.plot(xs, [percent * v for v in values], marker="o" if len(xs) < 40 else None,
                        markersize=3, label=run.label)
-        xlabel = {"time": f"training wall time ({unit}, validation excluded)", "step": "training step",
+        xlabel = {"time": f"training wall time ({unit}, evaluation excluded)", "step": "training step",
                   "epoch": "epoch"}[axis]
         panel.set(xlabel=xlabel, ylabel=_label(tag))
         panel.grid(alpha=0.3)
@@ -340,7 +340,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "every run tested every epoch (main.py --test_every_epoch), else "
                              "validation/accuracy; and train/classification_loss)")
     curves.add_argument("--x", choices=X_AXES, default="time",
-                        help="x axis: training wall time (validation excluded), step or epoch")
+                        help="x axis: training wall time (evaluation excluded), step or epoch")
     curves.add_argument("--labels", nargs="+", default=None, help="legend labels, one per run")
     bars = commands.add_parser("bars", help="wall time and best accuracy of runs, mean ± std over seeds",
                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -11,7 +11,8 @@ import tensorflow as tf
 import models
 from schemes.base import Context, Scheme, classifier_mask
 from schemes.time_budget import StepTimeController
-from train_step import Forward, full_gradients, preserved_state, typical_ms, wall_times_ms
+from train_step import (Forward, chunked_time_ms, free_batch_gradients, full_gradients, micro_batched_gradients,
+                        preserved_state, typical_ms, wall_times_ms)
 
 
 class ImportanceProbe:
@@ -54,17 +55,18 @@ class ImportanceProbe:
         return gradients
 
     def _chunked_gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[Optional[tf.Tensor]]:
+        """The micro-batched pass, timed into `calls_ms` like the whole-batch one unless it traced."""
         if self._chunk_gradients is None:  # a free batch dimension: a new chunk count traces nothing
-            free = [tf.TensorSpec([None, *tensor.shape[1:]], tensor.dtype) for tensor in (images, labels)]
-            self._chunk_gradients = full_gradients(self.model, self.forward, input_signature=free)
-        size = int(images.shape[0])
-        bounds = np.linspace(0, size, min(self.chunks, size) + 1).round().astype(int)
-        total: List[Optional[tf.Tensor]] = []
-        for low, high in zip(bounds[:-1], bounds[1:]):
-            share = (high - low) / size
-            part = [None if g is None else g * share for g in self._chunk_gradients(images[low:high], labels[low:high])]
-            total = part if not total else [g if t is None else t + g for t, g in zip(total, part)]
-        return total
+            self._chunk_gradients = free_batch_gradients(self.model, self.forward, images, labels)
+        traces = self._chunk_gradients.experimental_get_tracing_count()
+        start = time.perf_counter()
+        gradients = micro_batched_gradients(self._chunk_gradients, images, labels, self.chunks)
+        next(g for g in gradients if g is not None).numpy()  # the call has finished
+        if self._chunk_gradients.experimental_get_tracing_count() == traces:
+            self.calls_ms.append((time.perf_counter() - start) * 1000)
+        else:
+            self.trace_seconds += time.perf_counter() - start
+        return gradients
 
     def gradients_ms(self, step: Optional[Callable] = None, calls: int = 2) -> List[float]:
         """Typical wall times (ms) of the probe's full gradients and, given a compiled train
@@ -195,26 +197,35 @@ class ElasticTraining(Scheme):
         probe. A moment of other load spanning those few calls slows both and cancels out
         instead of moving the target (one burst read 1.22 where full training ran at 1.02).
         Without a measured period or its cached step, the probe's calls alone."""
-        steps, T_grad = self.context.steps, float(self.context.profile["T_grad_ms"])
+        steps, T_grad = self.context.steps, self._profiled_probe_ms()
         if achieved_ms and steps.has(self.mask):
             gradients_ms, step_ms = self.probe.gradients_ms(steps.get(self.mask))
             return gradients_ms * (achieved_ms / step_ms) / T_grad
         return self.probe.gradients_ms()[0] / T_grad
+
+    def _profiled_probe_ms(self) -> Optional[float]:
+        """The profile's time of the probe's pass as it runs now: whole (`T_grad_ms`) or, under a
+        memory budget, in `probe.chunks` micro-batches (`T_grad_chunks_ms`; None when the profile
+        did not time that many)."""
+        profile = self.context.profile or {}
+        if self.probe.chunks > 1:
+            return chunked_time_ms(profile.get("T_grad_chunks_ms"), self.probe.chunks)
+        return float(profile.get("T_grad_ms") or 0) or None
 
     def _anchored(self) -> bool:
         """Whether this selection re-anchors rho on the machine's current speed (see `_drift`).
         Exact mode only (paper mode's budget is a share of the backward pass); not at the first
         selection of a process, a run's first or a resumed run's (a new process runs its first
         steps slow), nor with --recalibrate (which re-measures full steps itself); and only with
-        a profile that timed the probe's pass (made since T_grad_ms was recorded), a probed
-        batch, and a probe in one piece (in micro-batches under a memory budget it is not the
-        profiled pass, and timing that pass whole would break the budget). A classifier-only
-        step as the budgeted runs' stand-in was tried and read the machine about 10 % fast
-        (BENCHMARKS.md, "Time and memory, traded: nine seeds")."""
+        a profile that timed the probe's pass as it runs (whole: T_grad_ms; in micro-batches under
+        a memory budget: T_grad_chunks_ms, timed by profiles made since issue 35), a probed batch
+        and the probe's own timed calls. A classifier-only step as the budgeted runs' stand-in was
+        tried and read the machine about 10 % fast (BENCHMARKS.md, "Time and memory, traded: nine
+        seeds")."""
         config = self.context.config
         return (config.rho_mode == "exact" and self._selected_here > 0 and not config.recalibrate
-                and float((self.context.profile or {}).get("T_grad_ms") or 0) > 0
-                and self.probe.last_batch is not None and self.probe.chunks == 1)
+                and bool(self._profiled_probe_ms()) and self.probe.last_batch is not None
+                and (self.probe.chunks == 1 or bool(self.probe.calls_ms)))
 
     def state(self) -> Dict:
         return {**super().state(), "selections": self.selections, "probe_position": self.probe_position,

@@ -6,6 +6,8 @@ without and with a memory budget, and sparse update at the same budgets, on embe
     python scripts/memory_tradeoff.py table [--seeds 0 1 2]
     python scripts/memory_tradeoff.py run --seeds 3 4 5 6 7 8 --configs full_training \
         elastic_training_rho0.5 elastic_training_rho0.5_mem645      # the paired extension, ~30 min
+    python scripts/memory_tradeoff.py run --seeds 0 1 2 3 4 5 6 7 8 --configs \
+        elastic_training_rho0.5_chunks elastic_training_rho0.5_mem645_chunks   # issue 35's anchor
 
 The protocol is the label-space task's (experiments/study_plans.py, parts_mobilenetv2) at 128 px:
 its 64 px source backbone (MobileNetV2 has no fixed input size), batch 32, 12 epochs, lr 0.003,
@@ -48,6 +50,9 @@ CONFIGS += (("elastic_training", RHO, 400, ""),)
 # 645 MB configuration at 95b997f, whose micro-batched probe re-anchored on a classifier step. That
 # anchor read the machine fast and was reverted (BENCHMARKS.md): its results are a record, not rerun.
 CONFIGS += (("elastic_training", RHO, 645, "anchored"),)
+# Added with issue 35's anchor (the profile times the micro-batched probe pass, T_grad_chunks_ms, and
+# budgeted runs re-anchor on it): the 645 MB runs and their unbudgeted pairs, both on that code state.
+CONFIGS += (("elastic_training", RHO, None, "chunks"), ("elastic_training", RHO, 645, "chunks"))
 RETIRED = {"anchored": "95b997f (its classifier-step anchor was reverted after these runs)"}
 RESULTS = os.path.join(ROOT, "results", "memory_tradeoff")
 LOGS = os.path.join(ROOT, "logs", "memory_tradeoff")
@@ -157,21 +162,30 @@ def table(seeds: Sequence[int]) -> None:
 
 def paired(summaries: Dict, seeds: Sequence[int]) -> None:
     """Each budget's ElasticTrainer against ElasticTrainer without one, seed by seed (same seed,
-    same data order and initial weights): the mean difference in test accuracy and its 95 % t
-    interval, the issue's "within 1 point" test."""
-    unbudgeted = ("elastic_training", RHO, None, "")
+    same data order and initial weights; the unbudgeted run of the same tag, i.e. code state, when
+    there is one): the mean difference in test accuracy and its 95 % t interval, the issue's
+    "within 1 point" test, and the difference in achieved step ratio (median step over the
+    profile's full step, the same profile on both sides)."""
+    tags = {key[3] for key in summaries if key[0] == "elastic_training" and key[2] is None}
     for budget, tag in sorted({key[2:4] for key in summaries if key[0] == "elastic_training" and key[2]}):
-        pairs = [(seed, 100 * (summaries[("elastic_training", RHO, budget, tag, seed)]["test_accuracy_at_best_val"]
-                               - summaries[(*unbudgeted, seed)]["test_accuracy_at_best_val"]))
-                 for seed in seeds
-                 if ("elastic_training", RHO, budget, tag, seed) in summaries and (*unbudgeted, seed) in summaries]
-        if len(pairs) < 2:
+        unbudgeted = ("elastic_training", RHO, None, tag if tag in tags else "")
+        both = [(summaries[("elastic_training", RHO, budget, tag, seed)], summaries[(*unbudgeted, seed)])
+                for seed in seeds
+                if ("elastic_training", RHO, budget, tag, seed) in summaries and (*unbudgeted, seed) in summaries]
+        if len(both) < 2:
             continue
-        mean, low, high = paired_interval([difference for _, difference in pairs])
-        print(f"ElasticTrainer at {budget:g} MB{f' ({tag})' if tag else ''} minus without a budget, test acc: "
-              f"{mean:+.1f} points, 95 % interval "
-              f"[{low:+.1f}, {high:+.1f}] over {len(pairs)} seeds (by seed: "
-              f"{', '.join(f'{difference:+.1f}' for _, difference in pairs)})")
+        for key, scale, unit, digits in (("test_accuracy_at_best_val", 100, " points", 1),
+                                         ("final_test_accuracy", 100, " points", 1),
+                                         ("step_time_ratio_achieved", 1, "", 3)):
+            differences = [scale * (budgeted[key] - free[key]) for budgeted, free in both
+                           if budgeted.get(key) is not None and free.get(key) is not None]
+            if len(differences) < 2:
+                continue
+            mean, low, high = paired_interval(differences)
+            print(f"ElasticTrainer at {budget:g} MB{f' ({tag})' if tag else ''} minus without a budget"
+                  f"{f' ({unbudgeted[3]})' if unbudgeted[3] else ''}, {key}: {mean:+.{digits}f}{unit}, 95 % interval "
+                  f"[{low:+.{digits}f}, {high:+.{digits}f}] over {len(differences)} seeds (by seed: "
+                  f"{', '.join(f'{difference:+.{digits}f}' for difference in differences)})")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -187,6 +187,9 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
     assert profile["coverage"] >= 0.95, profile["unattributed_ops"]
     assert profile["T_full_ms"] > profile["T_fp_ms"] > 0
     assert profile["T_grad_ms"] > 0  # the probe's full gradients, timed for training's live anchor
+    # ... and in micro-batches, as a memory budget runs them (batch 64: every count timed)
+    assert sorted(map(int, profile["T_grad_chunks_ms"])) == list(profiler.PROBE_CHUNK_COUNTS)
+    assert all(ms > 0 for ms in profile["T_grad_chunks_ms"].values())
     points = profiler.tensor_points(model)
     for k in range(len(points) - 1):  # shared points: no t_dy between (backward order) neighbours
         if points[k] == points[k + 1]:

@@ -334,10 +334,15 @@ def test_the_live_anchor_never_times_a_compiling_call_nor_a_resumed_process_s_fi
     assert "elastic/drift" in resumed.reselect(8)  # from its second selection on
 
 
-def test_a_micro_batched_probe_never_runs_a_whole_batch_pass_nor_anchors():
-    """Under a memory budget the probe runs in micro-batches, and a whole-batch gradient pass (the
-    live anchor's reading) would break the budget: there is none, and the target is not moved."""
+@pytest.mark.parametrize("chunks_timed", [False, True])
+def test_a_micro_batched_probe_anchors_on_its_own_profiled_pass_never_on_a_whole_batch(chunks_timed):
+    """Under a memory budget the probe runs in micro-batches, and a whole-batch gradient pass
+    would break the budget: there is none. A profile that timed the micro-batched pass
+    (T_grad_chunks_ms) lets the live anchor read the machine from the probe's own calls; an older
+    one leaves the target where it was."""
     model, context, scheme = selected_once()
+    if chunks_timed:
+        context.profile["T_grad_chunks_ms"] = {"2": 60.0, "4": 90.0}
     scheme.probe.chunks = 2  # as a memory budget sets it
     images, labels = next(iter(tiny_data()))
     context.steps.get(scheme.mask)(images, labels)  # the period's step is compiled and cached
@@ -347,8 +352,11 @@ def test_a_micro_batched_probe_never_runs_a_whole_batch_pass_nor_anchors():
     scheme.probe._full_gradients = lambda *batch: whole.append(1) or real(*batch)
     before = [v.numpy().copy() for v in model.variables]
     info = scheme.reselect(4)
-    assert whole == [] and "elastic/drift_measured" not in info and scheme.controller.drift == 1.0
-    assert scheme.probe._chunk_gradients.experimental_get_tracing_count() == 1
+    assert whole == [] and scheme.probe._chunk_gradients.experimental_get_tracing_count() == 1
+    if chunks_timed:
+        assert info["elastic/drift_measured"] > 0 and len(scheme.probe.calls_ms) == 0  # read, then cleared
+    else:
+        assert "elastic/drift_measured" not in info and scheme.controller.drift == 1.0
     for old, variable in zip(before, model.variables):  # probing trained nothing
         np.testing.assert_array_equal(old, variable.numpy())
     scheme.probe.chunks = 1  # in one piece again: the anchor reads the machine
@@ -356,6 +364,25 @@ def test_a_micro_batched_probe_never_runs_a_whole_batch_pass_nor_anchors():
     for _ in range(5):
         scheme.observe_step(30.0)
     assert "elastic/drift_measured" in scheme.reselect(8)
+
+
+def test_the_micro_batched_pass_s_profiled_time_is_interpolated_between_the_counts_timed():
+    table = {"2": 60.0, "4": 90.0, "8": 170.0}
+    assert train_step.chunked_time_ms(table, 3) == pytest.approx(75.0)
+    assert train_step.chunked_time_ms(table, 8) == 170.0
+    assert train_step.chunked_time_ms(table, 16) is None and train_step.chunked_time_ms({}, 2) is None
+
+
+def test_micro_batched_gradients_are_the_batch_s_with_frozen_batchnorm():
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()  # LayerNormalization and an inference-mode BatchNorm: examples do not interact
+    forward = lambda images: model(images, training=False)  # noqa: E731
+    images, labels = next(iter(tiny_data()))
+    whole = train_step.full_gradients(model, forward)(images, labels)
+    function = train_step.free_batch_gradients(model, forward, images, labels)
+    for chunks in (2, 3, 8):
+        for a, b in zip(whole, train_step.micro_batched_gradients(function, images, labels, chunks)):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
 
 
 def test_the_live_anchor_reads_the_period_s_speed_through_a_burst_proof_ratio(monkeypatch):
