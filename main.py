@@ -54,16 +54,27 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         saved = os.path.join(first.logdir, first.run_name, "config.json")
         record = saved if os.path.isfile(saved) else None
     if record is not None:
-        parser.set_defaults(**recorded_defaults(read_json(record, "--config"), parser, record))
+        parser.set_defaults(**recorded_defaults(read_json(record, "--config"), parser, record, first.resume))
     return parser.parse_args(argv)
 
 
-def recorded_defaults(saved: dict, parser: argparse.ArgumentParser, path: str) -> dict:
+def recorded_defaults(saved: dict, parser: argparse.ArgumentParser, path: str, resuming: bool = False) -> dict:
     """A run's recorded configuration (config.json) as flag defaults: each value as the flag takes
     it (a filter that is off records 0 blocks, a scheme without a block range ""); UserError for a
     setting no flag sets."""
     if not isinstance(saved, dict):
         raise UserError(f"--config {path} is not a run's configuration (a JSON object of settings)")
+    saved = {**checkpoints.LATER_FLAGS, **saved}  # settings older runs did not record had these values
+    # Worked out from the others, not chosen: worked out again (a replay with --batch_size 8 needs
+    # another profile; a new run gets its own name), unless given.
+    derived = profile_tables.profile_name(saved.get("model_name"), saved.get("input_size"), saved.get("num_classes"),
+                                          saved.get("batch_size"), saved.get("bn_mode", "frozen"),
+                                          (saved.get("gf_radius") or 0, saved.get("gf_blocks") or 0))
+    if saved.get("profile") == os.path.join("profile_extracted", derived + ".json"):
+        saved.pop("profile")
+    saved.pop("num_classes", None)  # always the dataset's (another value is refused)
+    if not resuming:
+        saved.pop("run_name", None)
     flags = {action.dest for action in parser._actions}
     fixed = {field.name: field.default for field in dataclasses.fields(TrainConfig) if field.name not in flags}
     defaults = {}
@@ -180,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--checkpoint_seconds", type=float, default=60.0, metavar="S",
          help="an epoch end writes a checkpoint when S seconds have passed since the last one (0: at "
               "every epoch end). A checkpoint of MobileNetV2 takes ~0.15 s, which at every epoch of a "
-              "short run adds up; a crash loses at most about S seconds of training. A signal "
+              "short run adds up; a crash loses about S seconds of training and at most one epoch more. A signal "
               "(Ctrl-C, SIGTERM) always writes one")
     flag("--resume", action="store_true",
          help="continue the run named by --run_name (or the default name) in --logdir from its "
@@ -361,8 +372,9 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
     lines = [f"Training type:        {summary['train_type']}",
              f"Final test accuracy:  {100 * summary['final_test_accuracy']:.2f} % (the last epoch's weights)",
              *([f"Selected epoch:       {summary['best_val_epoch']} (best validation accuracy "
-                f"{100 * summary['best_val_accuracy']:.2f} %): test accuracy "
-                f"{100 * summary['test_accuracy_at_best_val']:.2f} %"]
+                f"{100 * summary['best_val_accuracy']:.2f} %): test accuracy " +
+                (f"{100 * summary['test_accuracy_at_best_val']:.2f} %"
+                 if summary.get("test_accuracy_at_best_val") is not None else "n/a (its weights were not kept)")]
                if summary.get("best_val_epoch") else []),
              *([f"Best test accuracy:   {100 * summary['best_test_accuracy']:.2f} % (over epochs, as the paper reports)"]
                if summary.get("best_test_accuracy") is not None else []),
@@ -447,6 +459,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     model = models.build_model(config.model_name, config.num_classes, config.input_size, config.weights,
                                config.bn_mode, config.gradient_filter, SCHEMES[config.train_type].lite_residual)
     SCHEMES[config.train_type].check(model, config)
+    origin = provenance(list(argv) if argv is not None else sys.argv[1:], config.weights)  # this session's start
     startup.mark("model")
     if SCHEMES[config.train_type].needs_profile:
         profile = load_profile_for(config, model)
@@ -484,7 +497,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     summary["peak_memory_mb"] = peak_memory_mb()
     summary["config"] = dataclasses.asdict(config)
     summary["startup_parts"] = {**startup.parts, "loop": summary["loop_setup_seconds"]}  # this session's
-    summary["provenance"] = provenance(list(argv) if argv is not None else sys.argv[1:], config.weights)
+    summary["provenance"] = origin
     report(summary, outputs.summary(summary, config.save_txt))
     checkpoints.discard(outputs.run_dir)
     outputs.discard_best_validation()

@@ -605,6 +605,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 gradient_filter=gradient_filter, tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command="")
             if "T_grad_ms" not in profile:  # training re-anchors exact mode on it
                 raise UserError(f"{json_path} was made before the probe's full-gradient pass was timed (T_grad_ms)")
+            if "T_grad_chunks_ms" not in profile:  # ... and budgeted runs on its micro-batched pass
+                raise UserError(f"{json_path} was made before the micro-batched probe pass was timed "
+                                f"(T_grad_chunks_ms)")
             if not memory_model.has_memory_model(profile) and allocator_mb() is not None:  # --memory_budget_mb's
                 raise UserError(f"{json_path} was made before profiles measured the memory model")
             logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)

@@ -18,18 +18,43 @@ import dataclasses
 import datetime
 import glob
 import hashlib
+import json
 import os
 import platform
 import shlex
 import socket
 import subprocess
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 import models
 from utils import atomic_path, atomic_write_json, atomic_write_text, ensure_writable_dir, reported_accuracy, reported_accuracy_name
+
+
+SELECTION_TAG = "elastic/selection"  # each selection as text, "0110...": tensors in model order, 1 = trained
+BLOCKS_TAG = "elastic/blocks"  # JSON [[block name, first tensor index], ...], once
+MASK_BAND_PX = 14  # a selection's band in the picture of selections
+MASK_WIDTH_PX = 480  # the picture's width, about (each tensor a column of whole pixels)
+
+
+def mask_image(masks: Sequence[Sequence[float]], block_starts: Sequence[int] = ()) -> np.ndarray:
+    """Selections over time as a picture a person can read, (height, width) in [0, 1]: a band
+    MASK_BAND_PX high per selection (top: first), one white line between bands; each tensor a
+    column of equal width, dark = trained; a grey line before the first tensor of each block."""
+    masks = np.asarray(masks, dtype=np.float32)
+    tensors = masks.shape[1]
+    column = max(1, -(-MASK_WIDTH_PX // max(tensors, 1)))
+    bands = []
+    for mask in masks:
+        bands.append(np.repeat(np.repeat(1.0 - mask, column)[None, :], MASK_BAND_PX, axis=0))
+        bands.append(np.ones((1, tensors * column), np.float32))
+    image = np.concatenate(bands[:-1])
+    for start in sorted(set(block_starts), reverse=True):  # from the right: earlier positions stay put
+        if 0 < start < tensors:
+            image = np.insert(image, start * column, 0.55, axis=1)
+    return image
 
 
 # The settings shown in TensorBoard's HParams dashboard (TrainConfig fields).
@@ -56,6 +81,7 @@ class RunOutputs:
         ensure_writable_dir(self.run_dir, "--logdir")
         self._writer = None
         self._masks: List[np.ndarray] = []
+        self._blocks: List[Tuple[str, int]] = []
 
     @property
     def writer(self):
@@ -97,16 +123,24 @@ class RunOutputs:
                 tf.summary.scalar(tag, value, step=step)
         self.writer.flush()
 
+    def mask_layout(self, blocks: Sequence[Tuple[str, int]]) -> None:
+        """The model's blocks (name, first tensor index), marked in the pictures of selections."""
+        self._blocks = [(str(name), int(start)) for name, start in blocks]
+
     def selection_mask(self, step: int, mask: np.ndarray) -> None:
-        """Append a selection to the mask-over-time image (rows: selections, columns: tensors)."""
+        """Append a selection to the picture of selections over time (TensorBoard's Images tab:
+        a band per selection, top = first, dark = trained, a grey line where a block begins) and
+        log it as text ("0110..."), which scripts/plot.py reads back."""
         self._masks.append(np.asarray(mask, dtype=np.float32))
-        image = np.stack(self._masks)  # (selections, tensors), 1 = trained
-        scale = max(1, 8 // len(self._masks)) if len(self._masks) < 8 else 1
-        image = np.repeat(1.0 - image, scale, axis=0)  # dark = trained, like the paper's Fig. 21
+        image = mask_image(self._masks, [start for _, start in self._blocks])
         with self.writer.as_default():
+            if len(self._masks) == 1 and self._blocks:
+                tf.summary.text(BLOCKS_TAG, json.dumps(self._blocks), step=step)
+            tf.summary.text(SELECTION_TAG, "".join(str(int(v)) for v in mask), step=step)
             tf.summary.image("elastic/selection_masks", image[None, :, :, None], step=step,
-                             description="rows: successive selections (top = first); columns: "
-                                         "tensors in model order (input ... classifier); dark = trained")
+                             description="a band per selection (top: first, the last is the current one); "
+                                         "columns: tensors in model order (input ... classifier), dark = "
+                                         "trained; grey lines: where each block of the backbone begins")
         self.writer.flush()
 
     def save_weights(self, model: tf.keras.Model, path: str) -> None:

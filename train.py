@@ -18,6 +18,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 import memory_model
+import models
 import profile_tables
 import checkpoints
 from checkpoints import RunCheckpoints
@@ -215,6 +216,7 @@ class Loop:
         self.steps.penalty = self.scheme.penalty
         self.evaluate = make_evaluator(model)
         self.checkpoints = RunCheckpoints(outputs.run_dir, model, self.setup.optimizer)
+        outputs.mask_layout(models.block_starts(model))
         self.state = LoopState()
         self.batch = None  # the last batch trained: the final reference timing runs on it
         self.meter = meter  # energy.Meter, when the device has one

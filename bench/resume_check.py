@@ -43,7 +43,8 @@ def run_flags(args: argparse.Namespace, run_name: str) -> List[str]:
              "--learning_rate", str(protocol["learning_rate"]), "--bn_mode", protocol["bn_mode"],
              "--weights", protocol["weights"], "--num_epochs", str(args.num_epochs),
              "--interval", str(args.interval), "--train_type", args.train_type, "--seed", str(args.seed),
-             "--logdir", args.logdir, "--run_name", run_name]
+             "--logdir", args.logdir, "--run_name", run_name,
+             "--checkpoint_seconds", "0"]  # a checkpoint at every epoch end: it stops runs at one
     if args.train_type in ("elastic_training", "static_top_training"):
         flags += ["--rho", str(args.rho), "--rho_mode", args.rho_mode]
     return flags

@@ -32,6 +32,7 @@ from utils import UserError, atomic_path, reported_accuracy, run_cli
 
 TIME_TAG = "time/train_seconds"  # logged at the end of every epoch, evaluation excluded
 MASK_TAG = "elastic/selection_masks"
+SELECTION_TAG, BLOCKS_TAG = "elastic/selection", "elastic/blocks"  # as run_outputs writes them
 X_AXES = ("time", "step", "epoch")
 Series = List[Tuple[int, float]]  # (step, value)
 
@@ -65,6 +66,15 @@ class Run:
             raise UserError(f"run {self.run_dir} has no {kind} {tag!r}; its scalar tags: {', '.join(self.tags)}")
         return [(event.step, float(tf.make_ndarray(event.tensor_proto))) for event in self._events.Tensors(tag)]
 
+    def blocks(self) -> List[Tuple[str, int]]:
+        """(block name, first tensor index) of the model's blocks, when the run logged them."""
+        import tensorflow as tf
+
+        if BLOCKS_TAG not in self._all_tags:
+            return []
+        return [tuple(item) for item in json.loads(tf.make_ndarray(self._events.Tensors(BLOCKS_TAG)[0].tensor_proto)
+                                                   .item().decode())]
+
     def steps_per_epoch(self) -> int:
         """Steps of one epoch: the step at which the first epoch's time was logged."""
         return max(1, self.series(TIME_TAG)[0][0])
@@ -85,7 +95,10 @@ class Run:
         if MASK_TAG not in self._all_tags:
             raise UserError(f"run {self.run_dir} has no selection masks ({MASK_TAG}): only elastic "
                             f"schemes log them")
-        selections = []
+        if SELECTION_TAG in self._all_tags:  # each selection as text ("0110...")
+            return [(event.step, [int(c) for c in tf.make_ndarray(event.tensor_proto).item().decode()])
+                    for event in self._events.Tensors(SELECTION_TAG)]
+        selections = []  # runs made before the text: the image's last row, one pixel a tensor
         for event in self._events.Tensors(MASK_TAG):
             encoded = tf.make_ndarray(event.tensor_proto)[2]  # [width, height, png]
             image = tf.io.decode_png(encoded).numpy()[..., 0]
@@ -318,6 +331,9 @@ def plot_heatmap(run: Run, title: str, output: str) -> List[str]:
     figure, axis = plt.subplots(figsize=(7, 4.2))
     edges = [step / steps_per_epoch for step in starts]
     axis.pcolormesh(edges, np.arange(grid.shape[0] + 1), grid, cmap="Greys", vmin=0, vmax=1.25)
+    for name, start in run.blocks():  # where each block of the backbone begins
+        axis.axhline(start, color="tab:blue", linewidth=0.4, alpha=0.6)
+        axis.text(edges[-1], start, f" {name}", fontsize=5, va="bottom", color="tab:blue", clip_on=False)
     trained = grid.sum(axis=0)
     axis.set(xlabel="training progress (epochs)", ylabel="tensor index (input → classifier)",
              title=title or f"{run.label}: tensors trained by each selection (dark)")

@@ -287,6 +287,20 @@ def owner_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:
     return [owners[id(v)] for v in model.trainable_weights]
 
 
+def block_starts(model: tf.keras.Model) -> List[Tuple[str, int]]:
+    """(block name, index of its first tensor in model.trainable_weights order) of each of the
+    backbone's blocks that owns trainable tensors, in forward order (for pictures of selections)."""
+    from models.blocks import blocks
+
+    block_of = {id(layer): name for name, layers in blocks(model) for layer in layers}
+    starts: Dict[str, int] = {}
+    for index, owner in enumerate(owner_layers(model)):
+        name = block_of.get(id(owner))
+        if name is not None and name not in starts:
+            starts[name] = index
+    return sorted(starts.items(), key=lambda item: item[1])
+
+
 def head_indices(model: tf.keras.Model) -> List[int]:
     """Indices (model.trainable_weights order) of the tensors of the layer nearest the loss."""
     owners = owner_layers(model)

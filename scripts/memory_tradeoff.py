@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from experiments.runner import ROOT, train_all
 from experiments.study_plans import PROTOCOLS, protocol_flags, require_backbone
 from experiments.study_stats import mean_std, paired_interval, plus_minus
+from experiments.study_table import provenance_note
 from utils import UserError, atomic_write_json, read_json, run_cli
 
 STUDY = "parts_mobilenetv2"
@@ -108,7 +109,7 @@ def run(seeds: Sequence[int], dry_run: bool, names: Optional[Sequence[str]] = No
         ensure_profile()
 
     def keep(name: str, summary: Dict, seconds: float) -> None:
-        summary["process_seconds"] = seconds
+        summary["runner_seconds"] = seconds  # the subprocess, as the runner timed it
         atomic_write_json(os.path.join(RESULTS, name + ".json"), summary)
 
     train_all(jobs, LOGS, dry_run, on_done=keep)
@@ -134,7 +135,8 @@ def table(seeds: Sequence[int]) -> None:
             continue
         accuracy = mean_std([s["test_accuracy_at_best_val"] for _, s in rows])
         ratios = [s["median_step_ms"] / summaries[("full_training", None, None, "", seed)]["median_step_ms"]
-                  for seed, s in rows if ("full_training", None, None, "", seed) in summaries]
+                  for seed, s in rows if ("full_training", None, None, "", seed) in summaries
+                  and not s.get("provenance")]  # against full training of the same code state only
         peaks = mean_std([s["measured_step_peak_mb"] for _, s in rows])
         predicted = [s["predicted_step_peak_mb"] for _, s in rows if s.get("predicted_step_peak_mb")]
         selection = [s["measured_selection_peak_mb"] for _, s in rows if s.get("measured_selection_peak_mb")]
@@ -158,6 +160,14 @@ def table(seeds: Sequence[int]) -> None:
         print(f"ElasticTrainer's probe (micro-batched) against the budget: at most {100 * worst[1]:+.1f} % "
               f"({worst[0]}), over {len(probes)} runs")
     paired(summaries, seeds)
+    recorded: Dict[str, list] = {}
+    for key, summary in summaries.items():
+        if summary.get("provenance"):
+            recorded.setdefault(config_name(*key[:4]), []).append({"run_name": f"{config_name(*key[:4])}_s{key[4]}",
+                                                                  **summary})
+    note = provenance_note(recorded)
+    if note:  # runs recorded since issue 35 say where they come from; older ones recorded nothing
+        print("\n" + note)
 
 
 def paired(summaries: Dict, seeds: Sequence[int]) -> None:

@@ -144,7 +144,7 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool,
     def keep(name: str, summary: Dict, seconds: float) -> None:
         run = next(run for run in todo if run.name == name)
         summary["command"] = "python main.py " + " ".join(main_arguments(model_name, run, "logs/study/..."))
-        summary["process_seconds"] = seconds
+        summary["runner_seconds"] = seconds  # the subprocess, as the runner timed it
         if shard:
             summary["shard"] = str(shard)
         if not run.weights:

@@ -276,3 +276,28 @@ def test_the_readmes_own_model_commands_parse_with_the_real_parsers():
     assert len(lines) == 2
     assert main.parse_args(lines[1].split()[2:]).train_type == "elastic_training"
     assert profiler.parse_args(lines[0].split()[2:]).model_name == "resnet50"
+
+
+def test_the_picture_of_selections_gives_each_a_band_and_marks_where_blocks_begin():
+    import run_outputs
+
+    image = run_outputs.mask_image([[1, 0, 1, 1], [0, 0, 1, 1]], block_starts=[0, 2])
+    column, band = 120, run_outputs.MASK_BAND_PX  # 480 px over 4 tensors
+    assert image.shape == (2 * band + 1, 4 * column + 1)  # two bands, a white line, one block line
+    assert image[0, 0] == 0 and image[0, column] == 1 and image[band + 1, 0] == 1  # dark = trained
+    assert (image[band, :2 * column] == 1).all()  # the line between the bands
+    assert (image[:, 2 * column] == 0.55).all()  # block 2 begins at tensor 2
+    assert image[0, 2 * column + 1] == 0 and image[-1, -1] == 0
+
+
+def test_heatmap_marks_the_blocks_the_run_logged(tmp_path, captured):
+    outputs = RunOutputs(str(tmp_path), "blocks", "mobilenetv2", 4, 32)
+    outputs.mask_layout([("stem", 0), ("block_1", 3)])
+    for index, mask in enumerate(MASKS):
+        outputs.selection_mask(index * 10, np.array(mask))
+    outputs.scalars(30, {"time/train_seconds": 3.0})
+    run = plot.Run(outputs.run_dir)
+    assert run.blocks() == [("stem", 0), ("block_1", 3)]
+    assert [mask for _, mask in run.masks()] == MASKS
+    plot.plot_heatmap(run, "", str(tmp_path / "h.png"))
+    assert [text.get_text().strip() for text in captured[-1].axes[0].texts if "block" in text.get_text()] == ["block_1"]

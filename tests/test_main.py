@@ -25,7 +25,7 @@ def test_one_epoch_of_elastic_training_end_to_end(workdir, tfds_dir):
     expected = {"train/accuracy", "train/classification_loss", "train/learning_rate", "test/final_accuracy",
                 "test/accuracy_at_best_validation", "validation/accuracy", "validation/classification_loss",
                 "time/step_ms", "elastic/selected_fraction", "elastic/target_vs_achieved",
-                "elastic/selection_masks"}
+                "elastic/selection_masks", "elastic/selection", "elastic/blocks"}
     assert expected <= tags, expected - tags
     assert len(accumulator.Tensors("elastic/selected_fraction")) == 2  # selections at 0 and 0.5 epochs
     assert {"hparams/final_test_accuracy", "hparams/step_time_ratio", "_hparams_/session_start_info"} <= tags
@@ -145,3 +145,21 @@ def test_a_bad_config_is_one_clear_message(tmp_path, capsys, content, message):
     assert run_cli(main.main, ["--config", str(path)]) == 2
     error = capsys.readouterr().err
     assert message in error and "Traceback" not in error
+
+
+def test_a_replay_works_out_again_what_followed_from_the_replaced_flags(tmp_path, tfds_dir):
+    import dataclasses
+
+    import main
+
+    arguments = ["--train_type", "elastic_training", "--dataset_name", "embedded_shapes", "--model_name",
+                 "mobilenetv2", "--input_size", "32", "--batch_size", "64", "--data_dir", tfds_dir,
+                 "--logdir", str(tmp_path), "--run_name", "mine"]
+    recorded = dataclasses.asdict(main.resolve_config(main.parse_args(arguments)))
+    older = {key: value for key, value in recorded.items() if key != "test_every_epoch"}  # before the flag
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(older))
+    replay = main.resolve_config(main.parse_args(["--config", str(path), "--batch_size", "32"]))
+    assert replay.profile.endswith("mobilenetv2_32_64_32_profile.json")  # batch 32's profile, not batch 64's
+    assert replay.test_every_epoch  # runs made before the flag tested every epoch
+    assert replay.run_name.startswith("mobilenetv2_embedded_shapes_elastic_training")  # a new run, its own name
