@@ -21,7 +21,6 @@ import memory_model
 import models
 import profile_tables
 import checkpoints
-from checkpoints import RunCheckpoints
 from config import TrainConfig
 from energy import Meter
 from run_outputs import RunOutputs
@@ -215,7 +214,7 @@ class Loop:
         self.scheme: Scheme = SCHEMES[config.train_type](context)
         self.steps.penalty = self.scheme.penalty
         self.evaluate = make_evaluator(model)
-        self.checkpoints = RunCheckpoints(outputs.run_dir, model, self.setup.optimizer)
+        self.checkpoints = checkpoints.RunCheckpoints(outputs.run_dir, model, self.setup.optimizer)
         outputs.mask_layout(models.block_starts(model))
         self.state = LoopState()
         self.batch = None  # the last batch trained: the final reference timing runs on it
@@ -486,10 +485,10 @@ class Loop:
         """The test set, once, after the last epoch: on the final weights and on the weights of
         the validation-best epoch (kept by end_epoch); their accuracies go to the summary and to
         TensorBoard at the last step. With test_every_epoch the epochs' evaluations have both."""
-        state = self.state
-        best_epoch = selected_epoch(state.history)["best_val_epoch"]
         if self.config.test_every_epoch:
             return
+        state = self.state
+        best_epoch = selected_epoch(state.history)["best_val_epoch"]
         self.close_memory_phase("step")
         start = time.perf_counter()
         final = self.evaluate(test_data)["test/accuracy"]

@@ -8,6 +8,7 @@ import contextlib
 import glob
 import io
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -110,7 +111,7 @@ def step_ratio_line(summary: Dict) -> str:
     """The run's step-time ratio: timed live against full steps when the run did (--reference_steps),
     else its median step against the profile's full step."""
     live = summary.get("step_time_ratio_live", float("nan"))
-    if live == live:  # not nan
+    if math.isfinite(live):
         return f"step ratio {live:.3f} (live)"
     return f"step ratio {summary.get('step_time_ratio_achieved', float('nan')):.3f} (against the profile)"
 

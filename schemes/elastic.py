@@ -36,33 +36,26 @@ class ImportanceProbe:
         self._chunk_gradients: Optional[Callable] = None  # traced once for any micro-batch size
         self.trace_seconds = 0.0  # calls that traced and compiled the gradient function (and ran it once)
 
-    def _gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
-        """The full gradients on one batch, the call timed into `calls_ms` (the live anchor's)
-        unless it traced and compiled the function (a new process, a resumed run). With `chunks`
-        above 1, the batch's mean-loss gradients summed over micro-batches, each weighted by its
-        share (the same mean loss's gradients with frozen BatchNorm, where examples do not interact;
-        augmentation and dropout draw per micro-batch; untimed)."""
-        if self.chunks > 1:
-            return self._chunked_gradients(images, labels)
-        traces = self._full_gradients.experimental_get_tracing_count()
-        start = time.perf_counter()
-        gradients = self._full_gradients(images, labels)
-        gradients[0].numpy()  # the call has finished
-        if self._full_gradients.experimental_get_tracing_count() == traces:
-            self.calls_ms.append((time.perf_counter() - start) * 1000)
-        else:
-            self.trace_seconds += time.perf_counter() - start
-        return gradients
-
-    def _chunked_gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[Optional[tf.Tensor]]:
-        """The micro-batched pass, timed into `calls_ms` like the whole-batch one unless it traced."""
+    def _gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[Optional[tf.Tensor]]:
+        """The full gradients on one batch. With `chunks` above 1, the batch's mean-loss gradients
+        summed over micro-batches, each weighted by its share (the same gradients with frozen
+        BatchNorm, where examples do not interact; augmentation and dropout draw per micro-batch)."""
+        if self.chunks == 1:
+            return self._timed(self._full_gradients, lambda: self._full_gradients(images, labels))
         if self._chunk_gradients is None:  # a free batch dimension: a new chunk count traces nothing
             self._chunk_gradients = free_batch_gradients(self.model, self.forward, images, labels)
-        traces = self._chunk_gradients.experimental_get_tracing_count()
+        return self._timed(self._chunk_gradients,
+                           lambda: micro_batched_gradients(self._chunk_gradients, images, labels, self.chunks))
+
+    def _timed(self, function, call: Callable[[], List[Optional[tf.Tensor]]]) -> List[Optional[tf.Tensor]]:
+        """`call()` (which runs the tf.function `function`), timed into `calls_ms` (the live
+        anchor's) unless it traced and compiled the function (a new process, a resumed run): that
+        time goes to `trace_seconds`."""
+        traces = function.experimental_get_tracing_count()
         start = time.perf_counter()
-        gradients = micro_batched_gradients(self._chunk_gradients, images, labels, self.chunks)
+        gradients = call()
         next(g for g in gradients if g is not None).numpy()  # the call has finished
-        if self._chunk_gradients.experimental_get_tracing_count() == traces:
+        if function.experimental_get_tracing_count() == traces:
             self.calls_ms.append((time.perf_counter() - start) * 1000)
         else:
             self.trace_seconds += time.perf_counter() - start
