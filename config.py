@@ -6,7 +6,7 @@ can all name it without importing each other.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +48,8 @@ class TrainConfig:
     energy_meter: str = "auto"  # energy.py's reader: none, auto, rapl, ina3221, nvml
     memory_budget_mb: float = 0.0  # elastic_training, sparse_update_training: the allocator's step peak (0: none)
     test_every_epoch: bool = False  # the original's per-epoch test curve (else: validation per epoch, test at the end)
+    # the values of flags a scheme declares for itself (Scheme.add_flags) that have no field above
+    scheme_options: Dict[str, object] = dataclasses.field(default_factory=dict)
 
     @property
     def gradient_filter(self) -> Tuple[int, int]:

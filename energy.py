@@ -12,7 +12,8 @@ Readers (chosen by `--energy_meter`; `auto` takes the first readable one in this
   VDD_IN) is used alone when there is one, since it already contains the others; otherwise the rails
   are summed. Power is sampled and integrated over time.
 - `nvml`: NVIDIA GPUs' cumulative energy counter (`nvmlDeviceGetTotalEnergyConsumption`, Volta
-  and newer), summed over GPUs; needs the `pynvml` package.
+  and newer), summed over GPUs; needs NVIDIA's bindings, `pip install ".[nvml]"` (the
+  nvidia-ml-py package, module `pynvml`; the package named pynvml is deprecated).
 
 Every reader measures the whole device (or package, or GPU), not this process alone: the figures
 mean something on a device that does nothing else, as in the paper's Fig. 23. Tests run the
@@ -125,7 +126,7 @@ class NvmlSource(Source):
         try:
             import pynvml
         except ImportError:
-            raise OSError("the pynvml package is not installed") from None
+            raise OSError("NVIDIA's NVML bindings are not installed (.venv/bin/pip install \".[nvml]\", the nvidia-ml-py package)") from None
         try:
             pynvml.nvmlInit()
             self.handles = [pynvml.nvmlDeviceGetHandleByIndex(index) for index in range(pynvml.nvmlDeviceGetCount())]

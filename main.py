@@ -33,13 +33,11 @@ from config import TrainConfig
 from models import gradient_filter as filtering
 from run_outputs import RunOutputs, provenance, unique_run_name
 from schemes import SCHEMES
-from schemes.baselines import parse_block_range
 from train import load_profile_for, train
 from train_step import OPTIMIZERS
 from utils import (UserError, ensure_writable_dir, overhead_share, positive_int, read_json, run_cli,
                    str2bool)
 
-MEMORY_BUDGET_SCHEMES = ("elastic_training", "sparse_update_training")
 OVERHEAD_HINT_SHARE = 0.15  # above this share of probes and compiles, the summary suggests a longer --interval
 
 
@@ -75,6 +73,7 @@ def recorded_defaults(saved: dict, parser: argparse.ArgumentParser, path: str, r
     saved.pop("num_classes", None)  # always the dataset's (another value is refused)
     if not resuming:
         saved.pop("run_name", None)
+    saved.update(saved.pop("scheme_options", None) or {})  # a scheme's own flags, by name
     flags = {action.dest for action in parser._actions}
     fixed = {field.name: field.default for field in dataclasses.fields(TrainConfig) if field.name not in flags}
     defaults = {}
@@ -87,11 +86,13 @@ def recorded_defaults(saved: dict, parser: argparse.ArgumentParser, path: str, r
         if name not in flags:
             raise UserError(f"--config {path}: unknown setting {name!r}; is it a run's config.json?")
         defaults[name] = value
-    if defaults.get("block_range") == "":
-        defaults["block_range"] = None
+    owners = scheme_flags(parser)
+    for name in list(defaults):  # another scheme's flag, recorded at its field's default: not given
+        if name in owners and owners[name][0] != defaults.get("train_type") and defaults[name] in ("", None):
+            defaults[name] = None
     if not defaults.get("gf_radius"):  # off: the blocks it would filter are not recorded
         defaults.pop("gf_blocks", None)
-        if defaults.get("train_type") != "gradient_filter_training":
+        if "gf_radius" not in SCHEMES[defaults.get("train_type", "full_training")].flag_defaults:
             defaults["gf_radius"] = None
     return defaults
 
@@ -169,12 +170,6 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--gf_blocks", type=positive_int, default=filtering.DEFAULT_BLOCKS,
          help="with gradient filtering: how many of the backbone's last blocks are filtered (and, "
               "for gradient_filter_training, trained)")
-    flag("--block_range", default=None, metavar="FIRST:STOP",
-         help="block_range_training only, and required by it: train the backbone's blocks FIRST to "
-              "STOP-1 plus the classifier, e.g. 0:4. Blocks count from the input, from 0; a "
-              "convolution outside a numbered block (MobileNetV2's Conv1, expanded_conv, Conv_1) is "
-              "a block of its own, so MobileNetV2 has 19. A range past the model's blocks is "
-              "refused with the list of them")
     flag("--rho_mode", default="exact", choices=solver.RHO_MODES,
          help="elastic schemes: how rho becomes a backward budget. exact = rho*T_full - T_fp from "
               "the measured profile, so steps take rho of a full step; paper = the original's "
@@ -202,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
               "flags given beside it win, e.g. --config logs/R/config.json --seed 1. A new run gets a new "
               "name; with --resume it continues that run. --resume --run_name R alone reads R's own")
     flag("--memory_budget_mb", type=float, default=0.0, metavar="MB",
-         help="elastic_training and sparse_update_training: also keep the peak memory of a training step within "
+         help=f"{' and '.join(memory_budget_schemes())}: also keep the peak memory of a training step within "
               "MB, as TensorFlow's allocator counts it (weights, optimizer slots, data buffers, activations, "
               "gradients; the process's resident memory adds the runtime, see README), predicted by the "
               "profile's memory model; the importance probe runs in micro-batches that fit. A budget below a "
@@ -211,7 +206,47 @@ def build_parser() -> argparse.ArgumentParser:
          help="energy per epoch and per step from the device's own counter (whole device, not this process): "
               "rapl (Linux powercap), ina3221 (Jetson power rails), nvml (NVIDIA GPUs); auto takes the first "
               "readable one and says once when there is none; none measures nothing")
+    scheme_flags(parser)
     return parser
+
+
+def scheme_flags(parser: argparse.ArgumentParser) -> dict:
+    """Each scheme's own flags (Scheme.add_flags), in a group of its own: {flag dest: train_type}."""
+    owners = getattr(parser, "scheme_flag_owners", None)
+    if owners is not None:
+        return owners
+    owners = {}
+    for name, scheme in SCHEMES.items():
+        group = parser.add_argument_group(f"{name} only")
+        before = len(parser._actions)
+        scheme.add_flags(group.add_argument)
+        for action in parser._actions[before:]:
+            if action.default is not None:
+                raise TypeError(f"{scheme.__qualname__}: flag {action.option_strings[0]} needs default None "
+                                f"(meaning: not given), not {action.default!r}")
+            owners[action.dest] = (name, " ".join(filter(None, [action.option_strings[0], action.metavar])))
+    parser.scheme_flag_owners = owners
+    return owners
+
+
+def scheme_options(args: argparse.Namespace) -> dict:
+    """Check the chosen scheme's own flags and fill in its defaults (Scheme.flag_defaults,
+    Scheme.check_flags); refuse another scheme's flags. Returns the values of the scheme's own
+    flags by name (UserError for a bad combination)."""
+    scheme = SCHEMES[args.train_type]
+    for name, value in scheme.flag_defaults.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    owners = scheme_flags(argparse.ArgumentParser())
+    for dest, (owner, shown) in owners.items():
+        if owner != args.train_type and getattr(args, dest, None) is not None:
+            raise UserError(f"{shown} goes with --train_type {owner} (and that scheme only), not {args.train_type}")
+    scheme.check_flags(args)
+    return {dest: getattr(args, dest) for dest, (owner, _) in owners.items() if owner == args.train_type}
+
+
+def memory_budget_schemes() -> list:
+    return [name for name, scheme in SCHEMES.items() if scheme.accepts_memory_budget]
 
 
 def requested_run_name(args: argparse.Namespace) -> str:
@@ -226,8 +261,7 @@ def requested_run_name(args: argparse.Namespace) -> str:
         parts.append("bntrain")
     if gf_radius(args):
         parts.append(f"gf{gf_radius(args)}x{args.gf_blocks}")
-    if args.block_range is not None:
-        parts.append("blocks{}-{}".format(*parse_block_range(args.block_range)))
+    parts += SCHEMES[args.train_type].run_name_parts(args)
     if args.memory_budget_mb:
         parts.append(f"mem{args.memory_budget_mb:g}")
     return "_".join(parts)
@@ -236,7 +270,7 @@ def requested_run_name(args: argparse.Namespace) -> str:
 def gf_radius(args: argparse.Namespace) -> int:
     """The gradient filter's patch size this run uses (0: off)."""
     if args.gf_radius is None:
-        return filtering.DEFAULT_RADIUS if args.train_type == "gradient_filter_training" else 0
+        return SCHEMES[args.train_type].flag_defaults.get("gf_radius", 0)
     return args.gf_radius
 
 
@@ -260,8 +294,8 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     if args.memory_budget_mb:
         if not (args.memory_budget_mb > 0 and math.isfinite(args.memory_budget_mb)):
             raise UserError(f"--memory_budget_mb must be a positive number of MB (or 0: none), got {args.memory_budget_mb}")
-        if args.train_type not in MEMORY_BUDGET_SCHEMES:
-            raise UserError(f"--memory_budget_mb works with {' and '.join(MEMORY_BUDGET_SCHEMES)}, not "
+        if not SCHEMES[args.train_type].accepts_memory_budget:
+            raise UserError(f"--memory_budget_mb works with {' and '.join(memory_budget_schemes())}, not "
                             f"{args.train_type} (its selection is fixed by its flags)")
         if args.rho_mode != "exact":
             raise UserError("--memory_budget_mb works with --rho_mode exact (paper mode keeps the original's time "
@@ -270,16 +304,10 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     if radius == 1 or radius < 0:
         raise UserError(f"--gf_radius must be 0 (off) or a patch size of at least 2 (the paper's: "
                         f"{', '.join(map(str, filtering.RADII))}), got {radius}")
-    if args.train_type == "gradient_filter_training" and not radius:
-        raise UserError("gradient_filter_training needs a gradient filter: drop --gf_radius 0 or give "
-                        "--gf_radius R")
-    gradient_filter = (radius, args.gf_blocks if radius else 0)
-    if (args.train_type == "block_range_training") != (args.block_range is not None):
-        raise UserError("--block_range FIRST:STOP goes with --train_type block_range_training (and that "
-                        "scheme needs it), e.g. --train_type block_range_training --block_range 0:4")
-    block_range = ""
-    if args.block_range is not None:
-        block_range = "{}:{}".format(*parse_block_range(args.block_range))
+    own = scheme_options(args)
+    gradient_filter = (gf_radius(args), args.gf_blocks if gf_radius(args) else 0)
+    fields = {field.name for field in dataclasses.fields(TrainConfig)}
+    own_fields = {name: value for name, value in own.items() if name in fields and value is not None}
     data.check_val_fraction(args.val_fraction)
     models.check_input_size(args.model_name, args.input_size)
     num_classes = data.resolve_num_classes(args.dataset_name, args.num_classes, args.data_dir)
@@ -302,9 +330,10 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         weights=args.weights, data_dir=args.data_dir, seed=args.seed, profile=profile,
         probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate,
         bn_mode=args.bn_mode, rho_mode=args.rho_mode, reference_steps=args.reference_steps,
-        checkpoint_every=args.checkpoint_every, checkpoint_seconds=args.checkpoint_seconds, gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1],
-        block_range=block_range, val_fraction=args.val_fraction, energy_meter=args.energy_meter,
-        memory_budget_mb=args.memory_budget_mb, test_every_epoch=args.test_every_epoch)
+        checkpoint_every=args.checkpoint_every, checkpoint_seconds=args.checkpoint_seconds,
+        gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1], val_fraction=args.val_fraction,
+        energy_meter=args.energy_meter, memory_budget_mb=args.memory_budget_mb, test_every_epoch=args.test_every_epoch,
+        scheme_options={name: value for name, value in own.items() if name not in fields}, **own_fields)
 
 
 def check_resumable(config: TrainConfig) -> Optional[dict]:

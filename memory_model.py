@@ -72,8 +72,8 @@ def fit(rows: Sequence[Mapping]) -> Dict[str, float]:
 
 
 def has_memory_model(profile: Mapping) -> bool:
-    """Whether a profile carries the memory columns and a fitted model (profiles made before
-    issue 27 do not)."""
+    """Whether a profile carries the memory columns and a fitted model (older profiles do
+    not)."""
     memory = profile.get("memory")
     return (isinstance(memory, Mapping) and all(key in memory for key in MEMORY_KEYS)
             and all("act_mb" in t and "grad_mb" in t for t in profile.get("tensors", [])))
@@ -87,7 +87,7 @@ class MemoryModel:
             raise ValueError("the profile has no memory model")
         memory = profile["memory"]
         self.floor_mb, self.c_mb, self.alpha = (float(memory[key]) for key in MEMORY_KEYS)
-        self.head_mb = float(memory.get("head_mb", self.floor_mb))  # profiles of the first version: one floor
+        self.head_mb = float(memory.get("head_mb", self.floor_mb))  # older profiles: one floor
         self.head = [int(k) for k in memory.get("head_indices", [])]  # the classifier's tensors
         self.act_mb = np.array([float(t["act_mb"]) for t in profile["tensors"]])
         self.grad_mb = np.array([float(t["grad_mb"]) for t in profile["tensors"]])

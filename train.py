@@ -264,8 +264,7 @@ class Loop:
         whole training split when it is cached) and the evaluation datasets' in-memory caches made
         (a pass over each; after the first epoch's evaluation they stay, and would otherwise push
         the first selection's steps over the budget by their size)."""
-        controller = getattr(self.scheme, "controller", None)
-        if controller is None or controller.memory is None:
+        if not self.scheme.memory_budgeted:
             return
         for dataset in evaluation:
             for _ in dataset:
@@ -273,7 +272,7 @@ class Loop:
         batches = iter(self.epochs.epoch(0))
         next(batches)
         self.epochs.probe(0, 1)
-        controller.check_memory(classifier_mask(self.model))
+        self.scheme.check_memory(classifier_mask(self.model))
         del batches
 
     def close_memory_phase(self, phase: Optional[str]) -> None:
@@ -598,15 +597,12 @@ def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: Optio
     median_ms = float(np.median(step_ms)) if len(step_ms) else float("nan")
     full_ms = float(profile["T_full_ms"]) if profile else float("nan")
     scheme = SCHEMES[config.train_type]
-    if config.train_type == "full_training":
-        target = 1.0
-    else:  # paper mode budgets a share of the backward pass, not a step time
-        target = config.rho if scheme.needs_profile and config.rho_mode == "exact" else float("nan")
+    target = scheme.step_ratio_target(config)
     reference = dict(reference or {})
     if "reference_full_step_ms" in reference:  # final selection vs full, timed together
         live = reference["reference_selection_step_ms"] / reference["reference_full_step_ms"]
     else:
-        live = 1.0 if config.train_type == "full_training" else float("nan")
+        live = 1.0 if scheme.full_step else float("nan")
     return {"run_name": config.run_name, "train_type": config.train_type,
             "rho": config.rho if scheme.needs_profile else None,  # others ignore rho
             "rho_mode": config.rho_mode if scheme.needs_profile else None,

@@ -75,7 +75,7 @@ def shared_forward(model: tf.keras.Model) -> Forward:
     the call, the gradient call and its optimizer updates, which roughly halves its tracing
     time. When the step runs, TensorFlow inlines both functions and prunes the gradients no
     selected tensor needs, so the ops that execute, and the step time, are those of a step
-    traced in one piece (BENCHMARKS.md, "Compiling a new selection").
+    traced in one piece (docs/benchmarks/compile.md, "Compiling a new selection").
     """
     return tf.function(lambda images: model(images, training=True))
 

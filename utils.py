@@ -53,7 +53,7 @@ def prepare_tensorflow_environment() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # errors still surface as Python exceptions
     # TensorFlow's CPU allocator keeps statistics (current and peak bytes, which the memory model
     # and --memory_budget_mb use) only as its BFC allocator; step times are the same with it
-    # (MobileNetV2 at 64 and 128 px, BENCHMARKS.md). TF_CPU_ALLOCATOR_USE_BFC=false opts out.
+    # (MobileNetV2 at 64 and 128 px, docs/benchmarks/memory.md). TF_CPU_ALLOCATOR_USE_BFC=false opts out.
     os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
     if platform.machine().lower() in ("x86_64", "amd64"):
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")

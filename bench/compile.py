@@ -110,7 +110,7 @@ def overlap(tf, trained, optimizer, forward, images, labels, rounds: int) -> Non
     steps of `trained` (a selection already compiled), and a new selection's step of a second
     model compiled and called once in a thread beside them, against the two one after the other
     (alternate rounds). A second model, so that the compile's first call changes nothing the
-    training reads; training itself cannot do that yet (see BENCHMARKS.md)."""
+    training reads; training itself cannot do that yet (see docs/benchmarks/compile.md)."""
     import threading
 
     import numpy as np

@@ -1,4 +1,4 @@
-"""Does a selection's training-step memory follow a model the selector can use (issue 27)?
+"""Does a selection's training-step memory follow a model the selector can use?
 
     P(M) = max(F, c + alpha * act[d]) + sum_k M[k] * grad[k]
 
@@ -10,7 +10,7 @@ A first fit without the floor (a plain sum) missed held-out selections by 32 % (
 MobileNetV2 at 128 px: shallow selections all peak at the forward pass's level. A max keeps the
 selector exact: max(F, c + alpha * act[d]) depends on d alone, like the time model's t_dy. Below
 the table, a finer variant is fitted too (only inputs every backward pass keeps under the depth
-term, each trained kernel's or gamma's layer input added); it was not better (BENCHMARKS.md).
+term, each trained kernel's or gamma's layer input added); it was not better (docs/benchmarks/memory.md).
 
 Usage: python -m bench.memory_model [--model_name mobilenetv2] [--input_size 128] [--batch_size 32]
                                      [--bn_mode frozen] [--selections 12]
@@ -21,7 +21,7 @@ builds the step as training does, warms it up, resets the peak, runs 3 steps and
 above what was allocated before them (weights, slots, the batch). F is the classifier alone's (its
 gradient taken off); c and alpha are fitted on the contiguous tops (1/4 ... 5/6 of the points)
 and every tensor whose peak, gradients taken off, is above 1.1 F; the random selections are held
-out. The spike that chose issue 27's memory model; the profiler now measures the same model
+out. The profiler measures the same model
 (profiler.measure_memory, on its own calibration steps) and `profiler.py --validate` checks it.
 """
 from __future__ import annotations

@@ -9,8 +9,8 @@ after the first period, and any wall-time ratio of two runs, cannot be steadier 
 Periods follow ElasticTrainer's re-selection interval (4 epochs in the study); the first
 period leaves out epoch 1 (it compiles). Prints, per results folder, how many of those ratios
 fall within 0.95-1.05 and their spread, and how many epochs lasted one of tf.data's autotuning
-stall lengths (5.12 s, 10.24 s, ...; fixed at 81700e2, see BENCHMARKS.md), which inflate the
-older folders' spread. Reads each summary's per-epoch `history`.
+stall lengths (5.12 s, 10.24 s, ...; see docs/benchmarks/wall_clock.md), which inflate the
+spread of folders recorded while tf.data autotuned its parallelism. Reads each summary's per-epoch `history`.
 """
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
 
     def probe_seconds(exact_shapes: bool) -> float:
         probe = ImportanceProbe(model, optimizer)
-        if exact_shapes:  # the earlier code: the batch-shaped function, traced per micro-batch size
+        if exact_shapes:  # the batch-shaped function, traced per micro-batch size
             probe._chunk_gradients = probe._full_gradients
         start = time.perf_counter()
         for count in args.counts:

@@ -1,5 +1,5 @@
 """The time model's validation table: `profiler.py --force --validate K` on every model of
-BENCHMARKS.md's table (the registry models in both BatchNorm modes, two Keras applications
+docs/benchmarks/profiler.md's table (the registry models in both BatchNorm modes, two Keras applications
 outside the registry with dense and branching connectivity, VGG16 and ViT), one after another.
 
     python -m bench.time_model [--validate 10] [--only mobilenetv2] --output results/bench_time_model.md
@@ -25,7 +25,7 @@ from utils import UserError, atomic_write_text, publish_report, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# (row label, profiler flags): BENCHMARKS.md's table, "--bn_mode MODE" expanded
+# (row label, profiler flags): docs/benchmarks/profiler.md's table, "--bn_mode MODE" expanded
 MODELS: List[Tuple[str, List[str]]] = [
     (f"{label} | {mode}", flags + ["--bn_mode", mode])
     for label, flags in [

@@ -23,8 +23,8 @@ _CACHE_LIMIT_BYTES = 1 << 30
 _SHUFFLE_BUFFER = 1024
 # Fixed parallelism instead of tf.data's autotuning: its background thread sleeps for periods
 # that double up to 60 s, and deleting an iterator (every epoch's end) waits for the current
-# sleep to finish, so epochs stretched to 20.5, 41 or 82 s whatever their steps took
-# (BENCHMARKS.md "Epochs stretched by tf.data's autotuning"; its benchmark is retired, see bench/README.md).
+# sleep to finish, which stretches epochs to 20.5, 41 or 82 s whatever their steps take
+# (docs/benchmarks/wall_clock.md "Epochs stretched by tf.data's autotuning").
 _PARALLEL_CALLS = max(1, min(4, os.cpu_count() or 1))
 _PREFETCH_BATCHES = 2
 

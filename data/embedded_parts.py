@@ -9,7 +9,7 @@ Registered with TFDS as `embedded_parts`; `tfds.builder("embedded_parts/target")
   appearances over the four parts; sister species share the body's and head's looks and swap the
   wings' and tail's), 15 train + 30 test each: the fine-grained task, standing in
   for CUB-200 (about 30 training images a class; these images are far simpler than birds, so
-  candidate 7 of BENCHMARKS.md halves that). `target_seed1` and `target_seed2` are the same design drawn with other task seeds.
+  candidate 7 of docs/benchmarks/regime_and_depth.md halves that). `target_seed1` and `target_seed2` are the same design drawn with other task seeds.
 """
 from __future__ import annotations
 

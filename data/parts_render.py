@@ -9,7 +9,7 @@ darker shade of that colour. The two tasks label this one vocabulary differently
   head's colour (56 ordered pairs of different colours); every shape, every texture and the wings'
   and tail's colours are drawn at random for each image. So the source shows every shape, colour
   and texture of the target, and its labels teach where the body and the head are and which
-  colour each has, not the wings' or the tail's. (Earlier designs, which MobileNetV2 could not learn from scratch, are in BENCHMARKS.md,
+  colour each has, not the wings' or the tail's. (MobileNetV2 learns it from scratch, unlike the alternatives compared in docs/benchmarks/regime_and_depth.md,
   "A task in the paper's regime".)
 - **target** (fine-tuning, the stand-in for CUB-200): a genus is a body plan (all four part
   shapes); it owns a pool of four appearances (four different colours, the four textures), and a
@@ -50,7 +50,7 @@ TEXTURE_PERIOD = 0.17  # in image units (the image spans 2): about 5.5 px at 64 
 # Loose parts behind each creature: how many (fewest, most), how far from the image's centre
 # (image units), how large, and which parts they copy. Candidates 1-5 and 7 draw 0-2 heads of
 # 0.08-0.14 at 0.55-0.9 from the centre (these bytes are candidate 5's); candidate 6 drew 2-4 heads
-# or wings of 0.10-0.22 at 0.45-0.95 (BENCHMARKS.md, "A task in the paper's regime").
+# or wings of 0.10-0.22 at 0.45-0.95 (docs/benchmarks/regime_and_depth.md, "A task in the paper's regime").
 @dataclasses.dataclass(frozen=True)
 class Clutter:
     """Loose parts drawn behind each creature (see CLUTTER)."""

@@ -495,7 +495,12 @@ def claims_table(proxy: bool, logdir: Optional[str], output: Optional[str] = Non
     _, shards = sharding.report(planned, finished, manifests)
     if shards:
         table += "\n\n" + shards
+    note = study_table.provenance_note(groups)
+    if note:
+        table += "\n\n" + note
     print(table)
+    study_table.write_runs_csv(groups, os.path.join(log_root, "runs.csv"))
+    print(f"runs: {os.path.join(log_root, 'runs.csv')} (one row a run)")
     if output:
         atomic_write_text(output, f"Claims table of the {config.name} setting's runs (one seed; "
                                   f"python scripts/figures.py table{' --proxy' if proxy else ''})\n\n{table}")

@@ -64,19 +64,7 @@ def make_store(ray, log_root: str):
     """An actor on the driver's node that keeps each run's folder under `log_root` (pushed
     checkpoints, and the finished run) and hands a checkpoint back to a retry."""
 
-    @ray.remote(num_cpus=0)
-    class Store:
-        def __init__(self, directory: str):
-            self.directory = directory
-
-        def keep(self, name: str, data: bytes) -> None:
-            ray_node.unpack(data, os.path.join(self.directory, name), os.path.join(self.directory, name + ".log"))
-
-        def fetch(self, name: str) -> Optional[bytes]:
-            run_dir = os.path.join(self.directory, name)
-            if ray_node.checkpoint_mark(run_dir) and not os.path.exists(os.path.join(run_dir, "summary.json")):
-                return ray_node.pack(run_dir, os.path.join(self.directory, name + ".log"))
-            return None
+    Store = ray.remote(num_cpus=0)(ray_node.RunStore)
 
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

@@ -9,9 +9,9 @@ to the driver's store, so a retry on another node resumes from the last one.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
-import io
 import os
 import shutil
 import signal
@@ -33,37 +33,73 @@ class RunInterrupted(RuntimeError):
     repeat (bad flags, a crash) are returned as errors instead, and never retried."""
 
 
-def pack(run_dir: str, log_file: Optional[str] = None) -> bytes:
-    """The run's folder (and its log as `run.log`) as an in-memory tar. Not compressed: weights
-    and optimizer slots shrink by about 10 % under gzip at some 25 ms of CPU per MB, which a
-    device would take from its own training run at every push (seconds for a ResNet50's)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        files = []
-        for folder, _, names in os.walk(run_dir):
-            inside = os.path.relpath(folder, run_dir).replace(os.sep, "/")
-            files += [(os.path.join(folder, name), "run/" + (name if inside == "." else f"{inside}/{name}"))
-                      for name in sorted(names)]
-        for path, arcname in files + ([(log_file, "run.log")] if log_file else []):
+CHUNK_BYTES = 8 << 20  # a push or a fetch moves the archive in pieces of this size, one at a time
+LEFT_BEHIND = ("last_good.h5",)  # in a run's folder, not needed to resume it (sent with the finished run)
+
+
+def run_files(run_dir: str, log_file: Optional[str] = None, for_retry: bool = True) -> List[tuple]:
+    """(path, name in the archive) of what goes to the driver. For a retry: the newest checkpoint
+    (its files and TensorFlow's state file), the run's state beside it (config, best validation
+    weights), the event files and the log; not older checkpoints, unfinished checkpoint writes or
+    `last_good.h5`. Otherwise (the finished run) every file."""
+    newest = checkpoint_mark(run_dir)
+    files = []
+    for folder, _, names in os.walk(run_dir):
+        inside = os.path.relpath(folder, run_dir).replace(os.sep, "/")
+        for name in sorted(names):
+            if for_retry:
+                if name in LEFT_BEHIND or "_temp" in inside or "_temp" in name:
+                    continue
+                if inside == "checkpoints" and name.startswith("ckpt-") and \
+                        (newest is None or name.split(".")[0] != newest.split(".")[0]):
+                    continue
+            files.append((os.path.join(folder, name), "run/" + (name if inside == "." else f"{inside}/{name}")))
+    return files + ([(log_file, "run.log")] if log_file else [])
+
+
+def pack(archive_path: str, run_dir: str, log_file: Optional[str] = None, for_retry: bool = True) -> int:
+    """Write the run's folder (and its log as `run.log`), as `run_files` chooses, to the tar file
+    `archive_path`, streamed from disk (memory: a copy buffer, whatever the run's size); its size in
+    bytes. Not compressed: weights and optimizer slots shrink by about 10 % under gzip at some 25 ms
+    of CPU per MB, which a device would take from its own training run at every push."""
+    with tarfile.open(archive_path, mode="w") as archive:
+        for path, arcname in run_files(run_dir, log_file, for_retry):
             try:  # the run goes on meanwhile: an old checkpoint may go; restore skips a torn new one
-                with open(path, "rb") as handle:
-                    data = handle.read()
+                handle = open(path, "rb")
             except OSError:
                 continue
-            info = tarfile.TarInfo(arcname)
-            info.size, info.mtime = len(data), int(time.time())
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+            with handle:  # an open file reads whole even if the run replaces or deletes it meanwhile
+                info = tarfile.TarInfo(arcname)
+                info.size, info.mtime = os.fstat(handle.fileno()).st_size, int(time.time())
+                archive.addfile(info, handle)
+    return os.path.getsize(archive_path)
 
 
-def unpack(data: bytes, run_dir: str, log_file: Optional[str] = None) -> None:
+def send(archive_path: str, receive) -> None:
+    """Hand the file to `receive(chunk)` in CHUNK_BYTES pieces, each after the last was taken."""
+    with open(archive_path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK_BYTES), b""):
+            receive(chunk)
+
+
+def take(archive_path: str, read) -> None:
+    """Write the file `read(offset)` returns piece by piece (b"" at its end), never whole in memory."""
+    with open(archive_path, "wb") as handle:
+        while True:
+            chunk = read(handle.tell())
+            if not chunk:
+                return
+            handle.write(chunk)
+
+
+def unpack(archive_path: str, run_dir: str, log_file: Optional[str] = None) -> None:
     """Replace `run_dir` (and `log_file`) by the archive's copy, never leaving a half of each:
     the archive is extracted beside them and moved into place."""
     parent = os.path.dirname(os.path.abspath(run_dir))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".incoming-", dir=parent)
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:  # plain, or gzip from older drivers
+        with tarfile.open(archive_path, mode="r:*") as archive:  # plain, or gzip from older drivers
             for member in archive.getmembers():  # only the two names this module writes
                 if not (member.name == "run.log" or member.name == "run" or member.name.startswith("run/")) \
                         or ".." in member.name.split("/") or member.issym() or member.islnk():
@@ -80,6 +116,84 @@ def unpack(data: bytes, run_dir: str, log_file: Optional[str] = None) -> None:
             os.replace(os.path.join(staging, "run.log"), log_file)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+class RunStore:
+    """The driver's side (a Ray actor there): keeps each run's folder under `directory` as the
+    node pushes it, piece by piece into a file beside it, replacing the older copy only when a
+    push is whole; and hands a checkpoint back to a retry the same way."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+
+    def _incoming(self, name: str, token: str) -> str:
+        return os.path.join(self.directory, f".incoming-{name}-{token}.tar")
+
+    def receive(self, name: str, token: str, chunk: bytes) -> None:
+        path = self._incoming(name, token)
+        if not os.path.exists(path):  # a new push: an unfinished one of the same run is dropped
+            for stale in glob.glob(os.path.join(self.directory, f".incoming-{glob.escape(name)}-*.tar")):
+                with contextlib.suppress(OSError):
+                    os.remove(stale)
+        with open(path, "ab") as handle:
+            handle.write(chunk)
+
+    def keep(self, name: str, token: str) -> None:
+        path = self._incoming(name, token)
+        try:
+            unpack(path, os.path.join(self.directory, name), os.path.join(self.directory, name + ".log"))
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+
+    def fetch_begin(self, name: str) -> Optional[str]:
+        """A token for reading the run's pushed checkpoint with fetch_chunk; None without one."""
+        run_dir = os.path.join(self.directory, name)
+        if not checkpoint_mark(run_dir) or os.path.exists(os.path.join(run_dir, "summary.json")):
+            return None
+        token = f"{name}-{time.monotonic_ns()}"
+        pack(os.path.join(self.directory, f".outgoing-{token}.tar"), run_dir, os.path.join(self.directory, name + ".log"))
+        return token
+
+    def fetch_chunk(self, token: str, offset: int) -> bytes:
+        with open(os.path.join(self.directory, f".outgoing-{token}.tar"), "rb") as handle:
+            handle.seek(offset)
+            return handle.read(CHUNK_BYTES)
+
+    def fetch_end(self, token: str) -> None:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(self.directory, f".outgoing-{token}.tar"))
+
+
+def push(ray, store, name: str, run_dir: str, log_file: str, scratch: str, for_retry: bool = True) -> None:
+    """Send the run to the driver's store (see `run_files`) through a tar file on the node's disk,
+    a chunk at a time."""
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    archive_path = os.path.join(scratch, f".push-{name}-{token}.tar")
+    try:
+        pack(archive_path, run_dir, log_file, for_retry)
+        send(archive_path, lambda chunk: ray.get(store.receive.remote(name, token, chunk)))
+        ray.get(store.keep.remote(name, token))
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(archive_path)
+
+
+def pull(ray, store, name: str, run_dir: str, log_file: str, scratch: str) -> bool:
+    """Bring back the checkpoint an earlier attempt pushed, if any (a chunk at a time)."""
+    token = ray.get(store.fetch_begin.remote(name))
+    if token is None:
+        return False
+    archive_path = os.path.join(scratch, f".pull-{name}.tar")
+    try:
+        take(archive_path, lambda offset: ray.get(store.fetch_chunk.remote(token, offset)))
+        unpack(archive_path, run_dir, log_file)
+    finally:
+        ray.get(store.fetch_end.remote(token))
+        with contextlib.suppress(OSError):
+            os.remove(archive_path)
+    return True
 
 
 def checkpoint_mark(run_dir: str) -> Optional[str]:
@@ -145,10 +259,8 @@ def run_on_node(root: str, name: str, arguments: List[str], prepare: List[List[s
                            node_id[:12])  # the node's own folder (the variable: elsewhere, e.g. local disk)
     run_dir, log_file = os.path.join(scratch, name), os.path.join(scratch, name + ".log")
     os.makedirs(scratch, exist_ok=True)
-    earlier = ray.get(store.fetch.remote(name))  # a checkpoint pushed by an earlier attempt
     shutil.rmtree(run_dir, ignore_errors=True)
-    if earlier:
-        unpack(earlier, run_dir, log_file)
+    pull(ray, store, name, run_dir, log_file, scratch)  # a checkpoint pushed by an earlier attempt
     resume = checkpoint_mark(run_dir) is not None and not os.path.exists(os.path.join(run_dir, "summary.json"))
     with open(log_file, "a" if resume else "w") as log:
         for command in prepare:  # this node's timing profile, measured once and reused
@@ -175,7 +287,7 @@ def run_on_node(root: str, name: str, arguments: List[str], prepare: List[List[s
                 if mark and mark != pushed:
                     time.sleep(0.5)  # let the checkpoint's state file follow its data
                     try:
-                        ray.get(store.keep.remote(name, pack(run_dir, log_file)))
+                        push(ray, store, name, run_dir, log_file, scratch)
                         pushed = mark
                     except Exception:  # noqa: BLE001 (the driver busy or away: try again next time)
                         continue
@@ -189,8 +301,8 @@ def run_on_node(root: str, name: str, arguments: List[str], prepare: List[List[s
     if code < 0:
         raise RunInterrupted(f"run {name} on {where['node']} was killed by signal {-code}")
     if code != 0:
-        ray.get(store.keep.remote(name, pack(run_dir, log_file)))  # its log, for the user to read
+        push(ray, store, name, run_dir, log_file, scratch, for_retry=False)  # its log, for the user to read
         return dict(error=f"run {name} failed on {where['node']} (exit {code}); see its log", exit_code=code, **where)
-    ray.get(store.keep.remote(name, pack(run_dir, log_file)))
+    push(ray, store, name, run_dir, log_file, scratch, for_retry=False)
     shutil.rmtree(run_dir, ignore_errors=True)
     return dict(seconds=seconds, **where)

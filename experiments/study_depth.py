@@ -1,6 +1,6 @@
 """The depth plan's reading (scripts/study.py table depth): how much of the gap between
-traditional TL and full training each config recovers, the plan's rule (fixed in BENCHMARKS.md,
-"Where the accuracy lives", before any of its runs), and the accuracy-by-depth figure.
+traditional TL and full training each config recovers, the plan's rule (fixed in
+docs/benchmarks/regime_and_depth.md, "Where the accuracy lives", before any of its runs), and the accuracy-by-depth figure.
 
 Pure functions over the rows of study_table.summarize_groups; only the figure touches files.
 """

@@ -3,7 +3,7 @@
 `python -m experiments.study_plans mobilenetv2` prints the protocol's main.py flags (the demo uses them).
 
 How the proxy was chosen (written down before any ElasticTrainer run of the study; see
-BENCHMARKS.md, "The paper's headline"): the *calibration* plan trains only the baselines (full
+docs/benchmarks/headline.md, "The paper's headline"): the *calibration* plan trains only the baselines (full
 training, traditional TL, BN+bias from the source backbone, and full training from scratch)
 at each candidate learning rate, seed 0. The protocol's learning rate is the one that gives
 full training its best accuracy — the usual way to tune a fine-tuning recipe, blind to every
@@ -26,23 +26,23 @@ PROTOCOLS: Dict[str, Dict] = {
     "mobilenetv2": dict(model_name="mobilenetv2", dataset_name="embedded_shapes", num_classes=64, input_size=64,
                         batch_size=32, num_epochs=12, interval=4, bn_mode="frozen",
                         weights="saved_models/source_mobilenetv2_64.h5",
-                        learning_rate=0.003,  # chosen by the calibration plan (BENCHMARKS.md)
+                        learning_rate=0.003,  # chosen by the calibration plan (docs/benchmarks/headline.md)
                         val_fraction=0.0,  # this study ran before validation splits: lr and epoch on test,
                         test_every_epoch=True),  # which needs the per-epoch test curve
     # ResNet50 at 32 px (its smallest input): at 64 px one 12-epoch full run takes ~27 min on 2 cores
-    # and the study ~8 hours; at 32 px about a quarter. Claims: the issue's subset (CLAIMS_SUBSETS).
+    # and the study ~8 hours; at 32 px about a quarter. Claims: a subset (CLAIMS_SUBSETS).
     "resnet50": dict(model_name="resnet50", dataset_name="embedded_shapes", num_classes=64, input_size=32,
                      batch_size=32, num_epochs=12, interval=4, bn_mode="frozen",
                      weights="saved_models/source_resnet50_32.h5",
-                     learning_rate=0.003,  # chosen by the calibration plan (BENCHMARKS.md)
+                     learning_rate=0.003,  # chosen by the calibration plan (docs/benchmarks/headline.md)
                      val_fraction=0.0, test_every_epoch=True),
-    # The label-space task (BENCHMARKS.md, "A task in the paper's regime"): learning rates chosen
+    # The label-space task (docs/benchmarks/regime_and_depth.md, "A task in the paper's regime"): learning rates chosen
     # on validation accuracy by its calibration plan (None until then).
     "parts_mobilenetv2": dict(model_name="mobilenetv2", dataset_name="embedded_parts", num_classes=64, input_size=64,
                               batch_size=32, num_epochs=12, interval=4, bn_mode="frozen",
                               weights="saved_models/source_parts_mobilenetv2_64.h5",
                               learning_rate=0.003, scratch_learning_rate=0.01,  # candidate 8's calibration,
-                              val_fraction=0.1),  # on validation accuracy (BENCHMARKS.md)
+                              val_fraction=0.1),  # on validation accuracy (docs/benchmarks/regime_and_depth.md)
 }
 
 
@@ -60,8 +60,8 @@ def task_of(key: str) -> str:
     """The task of a study key ("shapes" for the bare model names)."""
     return "shapes" if key == PROTOCOLS[key]["model_name"] else key.split("_")[0]
 CALIBRATION_LEARNING_RATES = (0.001, 0.003, 0.01)
-# Random weights usually want larger steps; 0.1 was added when candidate 7's scratch run did best at
-# 0.03, the old grid's edge (a rate at the edge may be under-tuned, which would flatter criterion 1).
+# Random weights usually want larger steps; the grid reaches 0.1 so that a scratch run's best rate
+# (0.03 for candidate 7) is not at its edge (a rate at the edge may be under-tuned, which would flatter criterion 1).
 SCRATCH_LEARNING_RATES = (0.003, 0.01, 0.03, 0.1)
 CALIBRATION_SCHEMES = ("full_training", "traditional_tl_training", "bn_plus_bias_training")
 CLAIMS_RHOS = (0.4, 0.533, 0.7)
@@ -69,7 +69,7 @@ CLAIMS_BASELINES = ("full_training", "traditional_tl_training", "bn_plus_bias_tr
 # static top at equal time: 0.533 in both modes; 0.4 and 0.7 (paper mode) show accuracy by depth
 STATIC_TOP_CONFIGS = ((0.4, "paper"), (0.533, "exact"), (0.533, "paper"), (0.7, "paper"))
 RHO_MODES = ("exact", "paper")
-# The seed documents' other methods (issue 14), next to ElasticTrainer's "50 %": TinyTL (bias
+# The seed documents' other methods, next to ElasticTrainer's "50 %": TinyTL (bias
 # only, lite residual), sparse update and gradient filtering at the same rho where they take one,
 # and ElasticTrainer with a gradient filter. Chosen before any of them ran: the paper's "50 %"
 # budget, and the Gradient Filtering paper's smallest patch (r 2) on the last 4 blocks.
@@ -166,7 +166,7 @@ def claims_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
             for config in part]
 
 
-# Where does fine-tuning's accuracy come from? Written down (BENCHMARKS.md, "Where the accuracy
+# Where does fine-tuning's accuracy come from? Written down (docs/benchmarks/regime_and_depth.md, "Where the accuracy
 # lives") before any of these runs: on one backbone, the headline configs again (so that their
 # wall times share one code state and machine), then each stage of the network trained alone
 # with the classifier, then contiguous tops deeper than the claims plan's. The stages are
@@ -190,7 +190,7 @@ def depth_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     return [dataclasses.replace(config, seed=seed) for part in parts for seed in seeds for config in part]
 
 
-# Is a task in the paper's regime? Fixed in BENCHMARKS.md ("A task in the paper's regime") before
+# Is a task in the paper's regime? Fixed in docs/benchmarks/regime_and_depth.md ("A task in the paper's regime") before
 # any selective scheme ran on the task: on the baselines alone, 3 seeds, the protocol's learning
 # rates (chosen on validation accuracy by the calibration plan), full training from the backbone and
 # from scratch, traditional TL, BN+bias, the output-side half of the backbone's blocks alone and
@@ -213,7 +213,7 @@ def regime_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     return [dataclasses.replace(config, seed=seed) for seed in seeds for config in configs]
 
 
-# The headline on an accepted task (issue 26), fixed before any of its runs: every row of one seed
+# The headline on an accepted task, fixed before any of its runs: every row of one seed
 # back to back (so each wall-time ratio compares runs made together), the paper's comparison first.
 HEADLINE_ROWS = (("full_training", None, "exact", None), ("elastic_training", 0.533, "paper", None),
                  ("static_top_training", 0.533, "paper", None), ("traditional_tl_training", None, "exact", None),

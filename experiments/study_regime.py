@@ -1,6 +1,6 @@
 """The regime plan's reading (scripts/study.py table regime; assembled below the table by scripts/study.py): is a task in the paper's regime?
 
-The criteria were fixed in BENCHMARKS.md ("A task in the paper's regime") before any selective
+The criteria were fixed in docs/benchmarks/regime_and_depth.md ("A task in the paper's regime"), before any selective
 scheme ran on the task. Every accuracy is the test accuracy at the epoch of best validation
 accuracy, mean over seeds. Pure functions over run summaries grouped by config name.
 """

@@ -56,8 +56,8 @@ def time_to_reach(history: Sequence[Dict], accuracy: float) -> Optional[float]:
 
 
 def tested_every_epoch(runs: Sequence[Dict]) -> bool:
-    """Whether every epoch of these runs was tested (main.py --test_every_epoch, or runs made
-    before the test set moved to the end): only then is there a time to reach an accuracy."""
+    """Whether every epoch of these runs was tested (main.py --test_every_epoch, or older runs,
+    which tested every epoch): only then is there a time to reach an accuracy."""
     return all("test_accuracy" in entry for run in runs for entry in run["history"])
 
 

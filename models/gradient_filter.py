@@ -41,7 +41,7 @@ DEFAULT_RADIUS = 2  # gradient_filter_training's --gf_radius when none is given
 DEFAULT_BLOCKS = 4  # --gf_blocks
 # Depthwise convolutions keep their exact gradient unless asked: their backward pass costs about
 # as much as the filter's own averaging, and filtering them made it 2.3-2.5x slower on this CPU
-# (BENCHMARKS.md, "Gradient filtering"). `apply(..., depthwise=True)` filters them too.
+# (docs/benchmarks/methods.md, "Gradient filtering"). `apply(..., depthwise=True)` filters them too.
 FILTER_DEPTHWISE = False
 
 

@@ -75,12 +75,66 @@ class Context:
             self.train_data = data.FixedEpochs(self.train_data)
 
 
-class Scheme:
-    """Trains a fixed set of tensors chosen by `initial_mask`; never re-selects."""
+REGISTRY: Dict[str, type] = {}  # --train_type -> scheme class, filled as scheme modules are imported
 
+
+class Scheme:
+    """Trains a fixed set of tensors chosen by `initial_mask`; never re-selects.
+
+    A scheme is one file in schemes/: a subclass that names its `train_type` is registered when
+    the package is imported, and answers everything main.py, the loop and the summary ask of it
+    (its flags, their checks, the run name's parts, its step-time target, its memory budget)."""
+
+    train_type: Optional[str] = None  # the --train_type that runs it (None: not runnable, a base)
     needs_profile = False
     lite_residual = False  # the model must be built with TinyTL's lite residual branches
+    accepts_memory_budget = False  # its selection can keep a step within --memory_budget_mb
+    full_step = False  # its step is the full step that step-time ratios divide by
+    flag_defaults: Dict[str, object] = {}  # shared flags whose default differs under this scheme
     overhead_parts: tuple = ()  # the parts of re-selecting whose seconds the summary reports
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("train_type")
+        if name is not None:
+            if name in REGISTRY and REGISTRY[name] is not cls:
+                raise TypeError(f"two schemes are named {name!r}: {REGISTRY[name].__qualname__} and {cls.__qualname__}")
+            REGISTRY[name] = cls
+
+    @classmethod
+    def add_flags(cls, flag: Callable) -> None:
+        """Declare the flags only this scheme reads, with `flag` (argparse's add_argument, in a
+        group of the scheme's own). Their values reach the scheme as the config field of the same
+        name when TrainConfig has one, else as `config.scheme_options[dest]`. Giving one of them
+        to another scheme is refused. Each flag's default must be None (meaning: not given)."""
+
+    @classmethod
+    def check_flags(cls, args) -> None:
+        """UserError for flags this scheme cannot run with (main.py's parsed arguments, after
+        `flag_defaults` filled in what was not given); called before anything is written."""
+
+    @classmethod
+    def run_name_parts(cls, args) -> List[str]:
+        """What the default run name adds for this scheme's own flags (e.g. blocks0-4)."""
+        return []
+
+    @classmethod
+    def step_ratio_target(cls, config: "TrainConfig") -> float:
+        """The step time this scheme aims at, as a fraction of a full step (nan: it aims at none)."""
+        if cls.full_step:
+            return 1.0
+        if cls.needs_profile and config.rho_mode == "exact":
+            return config.rho
+        return float("nan")  # paper mode budgets a share of the backward pass, not a step time
+
+    @property
+    def memory_budgeted(self) -> bool:
+        """Whether this run selects under a memory budget (the loop then checks the budget first)."""
+        return False
+
+    def check_memory(self, mask: np.ndarray) -> None:
+        """UserError when a step training `mask` cannot fit the memory budget (only asked when
+        `memory_budgeted`)."""
 
     def __init__(self, context: Context):
         self.context = context
@@ -124,3 +178,18 @@ class Scheme:
             yield
         finally:
             self.overhead[part] = self.overhead.get(part, 0.0) + time.perf_counter() - start
+
+
+class BudgetedScheme(Scheme):
+    """A scheme whose selection fits a time budget, and a memory budget when one is given, through
+    its step-time controller (`self.controller`, a schemes.time_budget.StepTimeController)."""
+
+    needs_profile = True
+    accepts_memory_budget = True
+
+    @property
+    def memory_budgeted(self) -> bool:
+        return self.controller.memory is not None
+
+    def check_memory(self, mask: np.ndarray) -> None:
+        self.controller.check_memory(mask)

@@ -23,9 +23,14 @@ PRUNE_PENALTY = 1e-4  # weight of the L1 penalty on kernels (PruneTrain baseline
 class FullTraining(Scheme):
     """Every tensor trains."""
 
+    train_type = "full_training"
+    full_step = True
+
 
 class TraditionalTL(Scheme):
     """Only the classifier trains (traditional transfer learning)."""
+
+    train_type = "traditional_tl_training"
 
     def initial_mask(self, model):
         return classifier_mask(model)
@@ -34,12 +39,16 @@ class TraditionalTL(Scheme):
 class BNPlusBias(Scheme):
     """Normalization gammas/betas, all biases and the classifier train."""
 
+    train_type = "bn_plus_bias_training"
+
     def initial_mask(self, model):
         return bn_plus_bias_mask(model)
 
 
 class PruneTraining(Scheme):
     """Every tensor trains under an L1 penalty on kernels (the PruneTrain baseline)."""
+
+    train_type = "prune_training"
 
     def __init__(self, context: Context):
         super().__init__(context)
@@ -51,6 +60,7 @@ class StaticTop(Scheme):
     """Freeze-front baseline: the contiguous top of the network that fits ElasticTrainer's
     backward budget at the same rho (and rho mode), chosen once from the profile."""
 
+    train_type = "static_top_training"
     needs_profile = True
 
     def initial_mask(self, model):
@@ -64,6 +74,27 @@ class BlockRange(Scheme):
     """The backbone's blocks --block_range FIRST:STOP (counted from the input, 0-based, STOP
     excluded) and the classifier train; every other tensor stays frozen. An analysis baseline:
     run over consecutive ranges, it shows which depth of the network fine-tuning needs."""
+
+    train_type = "block_range_training"
+
+    @classmethod
+    def add_flags(cls, flag) -> None:
+        flag("--block_range", default=None, metavar="FIRST:STOP",
+             help="required: train the backbone's blocks FIRST to STOP-1 plus the classifier, e.g. 0:4. "
+                  "Blocks count from the input, from 0; a convolution outside a numbered block "
+                  "(MobileNetV2's Conv1, expanded_conv, Conv_1) is a block of its own, so MobileNetV2 has "
+                  "19. A range past the model's blocks is refused with the list of them")
+
+    @classmethod
+    def check_flags(cls, args) -> None:
+        if args.block_range is None:
+            raise UserError("block_range_training needs --block_range FIRST:STOP, e.g. --train_type "
+                            "block_range_training --block_range 0:4")
+        args.block_range = "{}:{}".format(*parse_block_range(args.block_range))
+
+    @classmethod
+    def run_name_parts(cls, args) -> list:
+        return ["blocks{}-{}".format(*parse_block_range(args.block_range))]
 
     @classmethod
     def check(cls, model: tf.keras.Model, config: "TrainConfig") -> None:

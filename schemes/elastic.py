@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 import models
-from schemes.base import Context, Scheme, classifier_mask
+from schemes.base import BudgetedScheme, Context, classifier_mask
 from schemes.time_budget import StepTimeController
 from train_step import (Forward, chunked_time_ms, free_batch_gradients, full_gradients, micro_batched_gradients,
                         preserved_state, typical_ms, wall_times_ms)
@@ -108,10 +108,10 @@ def normalized(importance: np.ndarray) -> np.ndarray:
     return importance / peak if peak > 0 else importance
 
 
-class ElasticTraining(Scheme):
+class ElasticTraining(BudgetedScheme):
     """ElasticTrainer: every `interval` epochs, evaluate importance and solve the selection DP."""
 
-    needs_profile = True
+    train_type = "elastic_training"
     overhead_parts = ("probe", "probe_trace", "anchor", "dp", "recalibrate")
 
     def __init__(self, context: Context):
@@ -211,9 +211,9 @@ class ElasticTraining(Scheme):
         selection of a process, a run's first or a resumed run's (a new process runs its first
         steps slow), nor with --recalibrate (which re-measures full steps itself); and only with
         a profile that timed the probe's pass as it runs (whole: T_grad_ms; in micro-batches under
-        a memory budget: T_grad_chunks_ms, timed by profiles made since issue 35), a probed batch
-        and the probe's own timed calls. A classifier-only step as the budgeted runs' stand-in was
-        tried and read the machine about 10 % fast (BENCHMARKS.md, "Time and memory, traded: nine
+        a memory budget: T_grad_chunks_ms, which older profiles lack), a probed batch and the
+        probe's own timed calls. Not a classifier-only step as the budgeted runs' stand-in: it reads
+        the machine about 10 % fast (docs/benchmarks/memory.md, "Time and memory, traded: nine
         seeds")."""
         config = self.context.config
         return (config.rho_mode == "exact" and self._selected_here > 0 and not config.recalibrate
@@ -247,12 +247,18 @@ class ElasticTraining(Scheme):
 class ElasticWeightMagnitude(ElasticTraining):
     """Ablation: importance = sum |w| per tensor."""
 
+    train_type = "elastic_training_weight_magnitude"
+    accepts_memory_budget = False
+
     def importance(self) -> np.ndarray:
         return np.array([float(tf.reduce_sum(tf.abs(w))) for w in self.context.model.trainable_weights])
 
 
 class ElasticGradMagnitude(ElasticTraining):
     """Ablation: importance = sum |dL/dw| per tensor on the probe batches."""
+
+    train_type = "elastic_training_grad_magnitude"
+    accepts_memory_budget = False
 
     def importance(self) -> np.ndarray:
         return self.probe.gradient_magnitude(self.probe_batches())

@@ -6,12 +6,22 @@ import numpy as np
 
 from models import gradient_filter
 from schemes.base import Scheme, layers_mask
+from utils import UserError
 
 
 class GradientFilterTraining(Scheme):
     """The backbone's last --gf_blocks blocks (every tensor of theirs, their convolutions'
     gradients filtered over --gf_radius patches) and the classifier train; earlier layers stay
     frozen, so back-propagation stops at the first filtered block."""
+
+    train_type = "gradient_filter_training"
+    flag_defaults = {"gf_radius": gradient_filter.DEFAULT_RADIUS}
+
+    @classmethod
+    def check_flags(cls, args) -> None:
+        if not args.gf_radius:
+            raise UserError("gradient_filter_training needs a gradient filter: drop --gf_radius 0 or give "
+                            "--gf_radius R")
 
     def initial_mask(self, model):
         return last_blocks_mask(model, self.context.config.gf_blocks)

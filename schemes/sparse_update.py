@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from models import gradient_filter
 import models
-from schemes.base import Context, Scheme, bias_mask, classifier_mask
+from schemes.base import BudgetedScheme, Context, bias_mask, classifier_mask
 from schemes.elastic import memory_info, normalized
 from schemes.time_budget import StepTimeController
 from train_step import MOMENTUM, classification_loss, preserved_state
@@ -106,10 +106,10 @@ class ContributionAnalysis:
             return float(np.mean([float(self._held_out_loss(*batch)) for batch in held_out]))
 
 
-class SparseUpdate(Scheme):
+class SparseUpdate(BudgetedScheme):
     """A static selection by contribution analysis under the --rho budget (made at step 0)."""
 
-    needs_profile = True
+    train_type = "sparse_update_training"
     overhead_parts = ("analysis", "dp")
 
     def __init__(self, context: Context):

@@ -15,6 +15,8 @@ class TinyTLBias(Scheme):
     classifier train; the weights stay frozen, so no weight gradient and no stored activation is
     needed below the classifier."""
 
+    train_type = "tinytl_bias_training"
+
     def initial_mask(self, model):
         return bias_mask(model)
 
@@ -24,6 +26,7 @@ class TinyTLLiteResidual(Scheme):
     (they start as a no-op), every bias and the classifier train; the original weights stay
     frozen."""
 
+    train_type = "tinytl_lite_residual_training"
     lite_residual = True
 
     def initial_mask(self, model):

@@ -1,4 +1,4 @@
-"""Time and memory, traded (issue 27): full training, traditional TL, ElasticTrainer at rho 0.5
+"""Time and memory, traded: full training, traditional TL, ElasticTrainer at rho 0.5
 without and with a memory budget, and sparse update at the same budgets, on embedded_parts at
 128 px (where activations, not the runtime, fill memory), over several seeds.
 
@@ -7,11 +7,11 @@ without and with a memory budget, and sparse update at the same budgets, on embe
     python scripts/memory_tradeoff.py run --seeds 3 4 5 6 7 8 --configs full_training \
         elastic_training_rho0.5 elastic_training_rho0.5_mem645      # the paired extension, ~30 min
     python scripts/memory_tradeoff.py run --seeds 0 1 2 3 4 5 6 7 8 --configs \
-        elastic_training_rho0.5_chunks elastic_training_rho0.5_mem645_chunks   # issue 35's anchor
+        elastic_training_rho0.5_chunks elastic_training_rho0.5_mem645_chunks   # the micro-batched probe's anchor
 
 The protocol is the label-space task's (experiments/study_plans.py, parts_mobilenetv2) at 128 px:
 its 64 px source backbone (MobileNetV2 has no fixed input size), batch 32, 12 epochs, lr 0.003,
-a 10 % validation split. The two budgets were fixed before any run of this plan (BENCHMARKS.md,
+a 10 % validation split. The two budgets were fixed before any run of this plan (docs/benchmarks/memory.md,
 "Time and memory, traded"): MEMORY_BUDGETS_MB. Each finished run's summary is copied to
 results/memory_tradeoff/<run>.json (kept in git) and never trained again; logs go to
 logs/memory_tradeoff/<run>/.
@@ -35,7 +35,7 @@ STUDY = "parts_mobilenetv2"
 INPUT_SIZE = 128
 NUM_EPOCHS = 12
 # A quarter and half of the way from traditional TL's training-step allocator peak (347 MB) to full
-# training's (941 MB), both measured in this plan's seed-0 runs before any budgeted run (BENCHMARKS.md:
+# training's (941 MB), both measured in this plan's seed-0 runs before any budgeted run (docs/benchmarks/memory.md:
 # the first choice, from one-epoch runs, missed what the allocator holds from the second epoch on).
 MEMORY_BUDGETS_MB = (495, 645)
 RHO = 0.5
@@ -44,14 +44,14 @@ CONFIGS: Tuple[Tuple[str, Optional[float], Optional[float], str], ...] = (
     ("full_training", None, None, ""), ("traditional_tl_training", None, None, ""), ("elastic_training", RHO, None, ""),
     *(("elastic_training", RHO, budget, "") for budget in MEMORY_BUDGETS_MB),
     *(("sparse_update_training", RHO, budget, "") for budget in MEMORY_BUDGETS_MB))
-# Added after the plan's 21 runs, exploratory (BENCHMARKS.md says so): a budget below every step peak
+# Exploratory, outside the plan's 21 runs (docs/benchmarks/memory.md says so): a budget below every step peak
 # ElasticTrainer reached without one (421-490 MB), so that the budget binds its steps, not only its probe.
 CONFIGS += (("elastic_training", RHO, 400, ""),)
-# Added after the 9-seed extension found budgeted runs' steps at 0.47 of a full step, not 0.5: the same
-# 645 MB configuration at 95b997f, whose micro-batched probe re-anchored on a classifier step. That
-# anchor read the machine fast and was reverted (BENCHMARKS.md): its results are a record, not rerun.
+# The 645 MB configuration at 95b997f, whose micro-batched probe re-anchors on a classifier step: that
+# anchor reads the machine fast (budgeted steps at 0.47 of a full step, not 0.5) and this code does not
+# have it (docs/benchmarks/memory.md), so its results are a record, not rerun (RETIRED).
 CONFIGS += (("elastic_training", RHO, 645, "anchored"),)
-# Added with issue 35's anchor (the profile times the micro-batched probe pass, T_grad_chunks_ms, and
+# The micro-batched probe's anchor (the profile times the micro-batched probe pass, T_grad_chunks_ms, and
 # budgeted runs re-anchor on it): the 645 MB runs and their unbudgeted pairs, both on that code state.
 CONFIGS += (("elastic_training", RHO, None, "chunks"), ("elastic_training", RHO, 645, "chunks"))
 RETIRED = {"anchored": "95b997f (its classifier-step anchor was reverted after these runs)"}
@@ -166,14 +166,14 @@ def table(seeds: Sequence[int]) -> None:
             recorded.setdefault(config_name(*key[:4]), []).append({"run_name": f"{config_name(*key[:4])}_s{key[4]}",
                                                                   **summary})
     note = provenance_note(recorded)
-    if note:  # runs recorded since issue 35 say where they come from; older ones recorded nothing
+    if note:  # only runs whose summary records its provenance appear in the note
         print("\n" + note)
 
 
 def paired(summaries: Dict, seeds: Sequence[int]) -> None:
     """Each budget's ElasticTrainer against ElasticTrainer without one, seed by seed (same seed,
     same data order and initial weights; the unbudgeted run of the same tag, i.e. code state, when
-    there is one): the mean difference in test accuracy and its 95 % t interval, the issue's
+    there is one): the mean difference in test accuracy and its 95 % t interval, the
     "within 1 point" test, and the difference in achieved step ratio (median step over the
     profile's full step, the same profile on both sides)."""
     tags = {key[3] for key in summaries if key[0] == "elastic_training" and key[2] is None}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The offline demo: ElasticTrainer against full training on an embedded transfer task, with the
-# study's protocol (BENCHMARKS.md): frozen BatchNorm, the learning rate chosen on validation
+# study's protocol (docs/benchmarks/regime_and_depth.md): frozen BatchNorm, the learning rate chosen on validation
 # accuracy, a validation split, and the paper's "50 %" run (--rho 0.533 --rho_mode paper).
 # DEMO_TASK=parts (default): embedded_parts, a label-space shift like ImageNet -> CUB-200 (new
 # species made of known parts); DEMO_TASK=shapes: embedded_shapes, an input-level shift.
@@ -62,7 +62,7 @@ echo "== 5/5 compare"
 $PY scripts/plot.py curves "$RUNS/full_training" "$RUNS/$ELASTIC" \
   --output figures/demo_accuracy_vs_time.png --title "MobileNetV2 on $DATASET (64 px, batch 32)"
 if [ "$TASK" = parts ] && [ "$EPOCHS" = 12 ] && [ "$INTERVAL" = 4 ]; then
-  echo "The study's rerun of these two runs (3 seeds, BENCHMARKS.md \"The wall clock a user waits\"): final test"
+  echo "The study's rerun of these two runs (3 seeds, docs/benchmarks/wall_clock.md): final test"
   echo "accuracy full 71.5 +- 1.8 %, ElasticTrainer \"50 %\" 70.3 +- 0.3 % (paired: -1.2 points, 95 % interval"
   echo "[-5.9, +3.6]), 1.58-1.70x faster in training time. Your profile decides ElasticTrainer's selections, so"
   echo "its accuracy here can differ from the study's by a point or two; this demo also tests every epoch for"

@@ -171,7 +171,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("plan", choices=sorted(PLANS),
                         help="calibration: the baselines under candidate protocols (chooses the proxy); "
                              "regime: the baselines that decide whether a task is in the paper's regime; "
-                             "headline: every scheme of issue 26's table, seed by seed; "
+                             "headline: every scheme of the headline table, seed by seed; "
                              "claims: every scheme under the chosen protocol; depth: each stage of the "
                              "network trained alone, deeper static tops and the headline again, on one "
                              "backbone (mobilenetv2)")

@@ -59,3 +59,11 @@ def run_main(workdir, tfds_dir, *arguments) -> int:
         return run_cli(main.main, MAIN_BASE + ["--data_dir", tfds_dir] + list(arguments))
     finally:
         os.chdir(cwd)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tier (`bash scripts/test.sh --fast` leaves it out, CI runs it): every test that
+    needs a profiled model (the `workdir` fixture: main.py end to end), and those marked slow."""
+    for item in items:
+        if "workdir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

@@ -83,6 +83,7 @@ def test_held_out_takes_exactly_the_counted_share_evenly(total, fraction):
     assert not data.held_out(tf.range(5, dtype=tf.int64), 0.0).numpy().any()
 
 
+@pytest.mark.slow
 def test_validation_is_carved_from_train_the_same_for_every_seed(tfds_dir):
     def examples(split, seed):
         dataset = data.load("embedded_shapes", split, 64, 16, tfds_dir, training=False, seed=seed, val_fraction=0.1)

@@ -2,6 +2,7 @@
 scripts/run_figure*.sh)."""
 from __future__ import annotations
 
+import csv
 import glob
 import os
 import re
@@ -98,6 +99,7 @@ def test_bars_average_seeds_one_bar_per_configuration(tmp_path, captured):
     assert len(time_panel.patches) == len(accuracy_panel.patches) == 2
 
 
+@pytest.mark.slow
 def test_plot_names_a_missing_run_or_tag(tmp_path):
     run = write_run(tmp_path, "full", [0.5], 1.0, masks=MASKS[:1])
     with pytest.raises(UserError, match=r"no run at .*nothing; runs in .*: full"):
@@ -153,7 +155,7 @@ def test_figures_keep_the_originals_runs_and_rho_values():
     assert {e.run_name for e in figures.FIGURES["16"].experiments} == {n for n in expected_15 if "DOG" not in n}
     assert {(e.rho, e.model_name) for e in figures.FIGURES["15"].experiments if e.elastic} == {(0.533, "resnet50")}
     nineteen = figures.FIGURES["19"].experiments
-    assert {e.model_name for e in nineteen} == {"resnet50", "vgg16", "mobilenetv2", "vit"}  # ViT: the issue's addition
+    assert {e.model_name for e in nineteen} == {"resnet50", "vgg16", "mobilenetv2", "vit"}
     assert {e.rho for e in nineteen if e.elastic} == {0.4} and {e.dataset_name for e in nineteen} == {"caltech_birds2011"}
     assert names["mobilenetv2_Full_training"].num_epochs == 24 and names["vit_ElasticTrainer"].optimizer == "adam"
     for config in (figures.setting(False, None), figures.setting(True, None)):  # one name, one experiment
@@ -198,6 +200,10 @@ def test_rerun_with_finished_runs_trains_nothing_and_draws(tmp_path, monkeypatch
     assert figures.main(["table", "--proxy", "--logdir", str(tmp_path), "--output", str(tmp_path / "t.md")]) == 0
     table = (tmp_path / "t.md").read_text()
     assert "| full_training | 1 |" in table and "elastic_training_rho0.367_paper" in table
+    with open(tmp_path / "runs.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == len({row["run_name"] for row in rows}) and len(rows) >= 5
+    assert {"config_name", "run_name", "final_test_accuracy"} <= set(rows[0])
 
 
 def test_time_estimate_follows_the_profile():
@@ -218,6 +224,7 @@ def test_time_estimate_follows_the_profile():
 # ------------------------------------------------------- commands quoted in the documents
 
 DOCUMENTS = ["README.md", "BENCHMARKS.md", "figures/README.md", "bench/README.md",
+             *sorted(glob.glob(os.path.join("docs", "benchmarks", "*.md"), root_dir=ROOT)),
              *sorted(glob.glob(os.path.join("results", "**", "*.md"), root_dir=ROOT, recursive=True))]
 COMMAND = re.compile(r"(?:(?<=[\s`(])|^)(?:\.venv/bin/)?(python3?|bash) (-m [\w.]+|[\w./-]+\.(?:py|sh))((?: +[^\s`|;)]+)*)",
                      re.M)
@@ -245,6 +252,8 @@ def accepted_flags(path: str) -> str:
         text += open(os.path.join(ROOT, module.replace(".", "/") + ".py")).read()
     for module in set(re.findall(r"^from (experiments\.\w+) import [^\n]*add_distribution_flags", text, re.M)):
         text += open(os.path.join(ROOT, module.replace(".", "/") + ".py")).read()
+    if path == "main.py":  # each scheme declares its own flags (Scheme.add_flags)
+        text += "".join(open(scheme).read() for scheme in glob.glob(os.path.join(ROOT, "schemes", "*.py")))
     return text
 
 

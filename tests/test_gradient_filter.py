@@ -138,6 +138,7 @@ def test_a_radius_that_does_not_tile_a_map_is_refused():
         gradient_filter.apply(dense, 2, 1)
 
 
+@pytest.mark.slow
 def test_profiler_attributes_the_filtered_backward(tmp_path):
     tf.keras.utils.set_random_seed(0)
     model = small_backbone_model()

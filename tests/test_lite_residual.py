@@ -16,6 +16,7 @@ from utils import UserError
 from test_gradient_filter import small_backbone_model
 
 
+@pytest.mark.slow
 def test_branches_start_as_a_no_op_on_a_registry_backbone():
     tf.keras.utils.set_random_seed(0)
     plain = models.build_model("mobilenetv2", 3, 32, "none", "frozen")
@@ -62,6 +63,7 @@ def test_lite_residual_scheme_trains_branches_biases_and_classifier_only():
             train_step.StepCache(model, setup.optimizer)))
 
 
+@pytest.mark.slow
 def test_profiler_attributes_the_branches(tmp_path):
     tf.keras.utils.set_random_seed(0)
     model = tf.keras.Model(*_small_lite())
@@ -95,6 +97,7 @@ def _config():
 
 @pytest.mark.parametrize("constructor,size", [(tf.keras.applications.MobileNetV2, 80),  # 5 -> 3 px at block_13
                                               (tf.keras.applications.VGG16, 32)])  # a block reading the input layer
+@pytest.mark.slow
 def test_branches_follow_odd_sizes_and_input_layers(constructor, size):
     backbone = constructor(include_top=False, weights=None, input_shape=(size, size, 3))
     lite = lite_residual.add_lite_residuals(backbone)

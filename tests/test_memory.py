@@ -1,5 +1,5 @@
 """The memory model (memory_model.py), the profile's memory columns, the controller's memory budget,
-the probe in micro-batches, and --memory_budget_mb end to end (issue 27)."""
+the probe in micro-batches, and --memory_budget_mb end to end."""
 from __future__ import annotations
 
 import json
@@ -69,7 +69,7 @@ def test_the_classifier_alone_costs_its_own_measured_step():
     assert model.depth_mb[6] == model.depth_mb[7] == pytest.approx(100.0)
     assert model.depth_mb[5] >= 140.0
     assert model.head_step_mb == pytest.approx(100.0 + (2.0 + 6) + (2.0 + 7))  # its own step and gradients
-    older = synthetic_profile()  # a profile of the first version: no head_mb, one floor for every step
+    older = synthetic_profile()  # an older profile: no head_mb, one floor for every step
     assert memory_model.MemoryModel(older).depth_mb[7] == pytest.approx(50.0)
 
 
@@ -136,6 +136,7 @@ def test_the_memory_loop_scales_later_selections_and_survives_a_checkpoint():
     assert restored.memory_correction == pytest.approx(2.0)
 
 
+@pytest.mark.slow
 def test_the_probe_in_micro_batches_gives_the_same_gradients():
     import models
     from profiler import random_batch

@@ -14,6 +14,7 @@ EXPECTED_TENSORS = {"resnet50": 214, "vgg16": 28, "mobilenetv2": 158, "vit": 200
 
 
 @pytest.mark.parametrize("model_name", sorted(EXPECTED_TENSORS))
+@pytest.mark.slow
 def test_each_model_builds_with_the_papers_head(model_name):
     model = models.build_model(model_name, num_classes=7, input_size=32, weights="none")
     assert len(model.trainable_weights) == EXPECTED_TENSORS[model_name]
@@ -32,11 +33,13 @@ def test_each_model_builds_with_the_papers_head(model_name):
 
 
 @pytest.mark.parametrize("input_size", [33, 57, 96, 224])
+@pytest.mark.slow
 def test_cnn_accepts_any_input_size_from_32(input_size):
     model = models.build_model("mobilenetv2", 3, input_size, weights="none")
     assert model(tf.zeros((1, input_size, input_size, 3))).shape == (1, 3)
 
 
+@pytest.mark.slow
 def test_weights_round_trip_and_transfer_to_another_head(tmp_path):
     path = str(tmp_path / "source.h5")
     source = models.build_model("mobilenetv2", 10, 32, weights="none")
@@ -69,6 +72,7 @@ def test_bad_model_arguments_are_user_errors(kwargs, message):
         models.build_model(**arguments)
 
 
+@pytest.mark.slow
 def test_weights_of_another_architecture_are_refused(tmp_path):
     path = str(tmp_path / "vgg.h5")
     models.save_weights(models.build_model("vgg16", 3, 32, "none"), path, "vgg16", 3, 32)
@@ -76,6 +80,7 @@ def test_weights_of_another_architecture_are_refused(tmp_path):
         models.build_model("mobilenetv2", 3, 32, weights=path)
 
 
+@pytest.mark.slow
 def test_foreign_or_corrupt_weight_files_are_refused(tmp_path):
     not_hdf5 = tmp_path / "notes.h5"
     not_hdf5.write_text("hello")
@@ -99,6 +104,7 @@ def test_offline_imagenet_weights_say_where_keras_caches_them(offline, monkeypat
 
 
 @pytest.mark.parametrize("bn_mode, changes", [("frozen", False), ("train", True)])
+@pytest.mark.slow
 def test_bn_mode_decides_whether_a_training_step_moves_batchnorm_statistics(bn_mode, changes):
     from train_step import TrainStep, classification_loss, make_optimizer
 

@@ -176,6 +176,7 @@ def branching_cnn() -> tf.keras.Model:
 
 
 @pytest.mark.parametrize("build", [tiny_transformer, nested_cnn, branching_cnn])
+@pytest.mark.slow
 def test_live_profile_of_any_keras_model(build, tmp_path):
     tf.keras.utils.set_random_seed(0)
     model = build()
@@ -200,6 +201,7 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
     assert profiler.find_xplane(str(tmp_path / "trace")).endswith(".xplane.pb")
 
 
+@pytest.mark.slow
 def test_cli_profiles_then_reuses(tmp_path, caplog):
     arguments = ["--model_name", "mobilenetv2", "--input_size", "32", "--num_classes", "3",
                  "--batch_size", "2", "--num_iterations", "2", "--repeats", "2",
@@ -299,6 +301,7 @@ def test_a_profile_of_the_other_batchnorm_mode_is_refused():
     assert profile_tables.profile_command("m", 64, 10, 32, "train").endswith("--batch_size 32 --bn_mode train")
 
 
+@pytest.mark.slow
 def test_validation_scales_predictions_by_the_live_anchor_and_restores_the_weights(tmp_path, capsys, monkeypatch):
     tf.keras.utils.set_random_seed(0)
     model = branching_cnn()

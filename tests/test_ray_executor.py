@@ -11,6 +11,7 @@ import signal
 import tarfile
 import threading
 import time
+import types
 
 import pytest
 
@@ -57,15 +58,73 @@ def test_a_run_folder_travels_whole_and_replaces_the_old_copy(tmp_path):
     (source / "events").write_bytes(b"e" * 1000)
     (tmp_path / "node" / "r.log").write_text("epoch 1\n")
     assert ray_node.checkpoint_mark(str(source)) == "ckpt-20.index"  # by number, not by name
-    data = ray_node.pack(str(source), str(tmp_path / "node" / "r.log"))
+    archive = str(tmp_path / "r.tar")
+    ray_node.pack(archive, str(source), str(tmp_path / "node" / "r.log"), for_retry=False)
     target = tmp_path / "driver" / "r"
     target.mkdir(parents=True)
     (target / "stale").write_text("from an older attempt")
-    ray_node.unpack(data, str(target), str(tmp_path / "driver" / "r.log"))
+    ray_node.unpack(archive, str(target), str(tmp_path / "driver" / "r.log"))
     assert sorted(os.listdir(target)) == ["checkpoints", "events"]
+    assert sorted(os.listdir(target / "checkpoints")) == ["ckpt-20.index", "ckpt-5.index"]
     assert (target / "events").read_bytes() == b"e" * 1000
     assert (tmp_path / "driver" / "r.log").read_text() == "epoch 1\n"
     assert sorted(os.listdir(tmp_path / "driver")) == ["r", "r.log"]  # nothing left beside them
+
+
+class _InProcess:
+    """What push and pull ask of Ray (ray.get, actor.method.remote), answered in this process."""
+
+    def __init__(self, target=None):
+        self.target, self.calls = target, []
+
+    @staticmethod
+    def get(value):
+        return value
+
+    def __getattr__(self, name):
+        def call(*args):
+            self.calls.append(name)
+            return getattr(self.target, name)(*args)
+        return types.SimpleNamespace(remote=call)
+
+
+def test_a_push_sends_what_a_retry_needs_a_chunk_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(ray_node, "CHUNK_BYTES", 4096)
+    node = tmp_path / "node"
+    run = node / "r"
+    (run / "checkpoints" / "ckpt-21_temp_x").mkdir(parents=True)  # a write under way
+    (run / "checkpoints" / "ckpt-21_temp_x" / "part").write_bytes(b"t" * 100)
+    for step, size in ((5, 30000), (20, 30000)):
+        (run / "checkpoints" / f"ckpt-{step}.index").write_bytes(b"i" * 10)
+        (run / "checkpoints" / f"ckpt-{step}.data-00000-of-00001").write_bytes(bytes([step]) * size)
+    (run / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\n')
+    (run / "last_good.h5").write_bytes(b"w" * 50000)
+    (run / "config.json").write_text("{}")
+    (run / "best_validation.npz").write_bytes(b"b" * 100)
+    (run / "events.out.tfevents.1").write_bytes(b"e" * 20000)
+    (node / "r.log").write_text("epoch 1\n")
+    driver = tmp_path / "driver"
+    store = _InProcess(ray_node.RunStore(str(driver)))
+
+    ray_node.push(_InProcess(), store, "r", str(run), str(node / "r.log"), str(node))
+    assert store.calls.count("receive") > 10 and store.calls[-1] == "keep"  # ~70 kB in 4 kB pieces
+    kept = driver / "r"
+    assert sorted(os.listdir(kept / "checkpoints")) == ["checkpoint", "ckpt-20.data-00000-of-00001", "ckpt-20.index"]
+    assert sorted(os.listdir(kept)) == ["best_validation.npz", "checkpoints", "config.json", "events.out.tfevents.1"]
+    assert (kept / "checkpoints" / "ckpt-20.data-00000-of-00001").read_bytes() == bytes([20]) * 30000
+    assert sorted(os.listdir(driver)) == ["r", "r.log"] and sorted(os.listdir(node)) == ["r", "r.log"]
+
+    retry = tmp_path / "other"
+    retry.mkdir()
+    assert ray_node.pull(_InProcess(), store, "r", str(retry / "r"), str(retry / "r.log"), str(retry))
+    assert (retry / "r" / "events.out.tfevents.1").read_bytes() == b"e" * 20000
+    assert (retry / "r.log").read_text() == "epoch 1\n" and sorted(os.listdir(retry)) == ["r", "r.log"]
+    assert sorted(os.listdir(driver)) == ["r", "r.log"]  # the outgoing copy is gone
+
+    (run / "summary.json").write_text("{}")  # finished: everything goes, and there is nothing to resume
+    ray_node.push(_InProcess(), store, "r", str(run), str(node / "r.log"), str(node), for_retry=False)
+    assert (kept / "last_good.h5").exists() and (kept / "checkpoints" / "ckpt-5.index").exists()
+    assert not ray_node.pull(_InProcess(), store, "r", str(retry / "r2"), str(retry / "r2.log"), str(retry))
 
 
 def test_an_archive_with_other_paths_is_refused_and_changes_nothing(tmp_path):
@@ -76,9 +135,10 @@ def test_an_archive_with_other_paths_is_refused_and_changes_nothing(tmp_path):
         archive.addfile(info, io.BytesIO(b"x"))
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "kept").write_text("yes")
+    (tmp_path / "bad.tar").write_bytes(buffer.getvalue())
     with pytest.raises(ValueError, match="unexpected member"):
-        ray_node.unpack(buffer.getvalue(), str(tmp_path / "r"))
-    assert os.listdir(tmp_path) == ["r"] and (tmp_path / "r" / "kept").read_text() == "yes"
+        ray_node.unpack(str(tmp_path / "bad.tar"), str(tmp_path / "r"))
+    assert sorted(os.listdir(tmp_path)) == ["bad.tar", "r"] and (tmp_path / "r" / "kept").read_text() == "yes"
 
 
 def test_retries_are_bounded():

@@ -90,6 +90,7 @@ def mask_events(run_dir: str):
 
 @pytest.mark.parametrize("signum, at, build", [(signal.SIGINT, 2, tiny_model), (signal.SIGTERM, 3, tiny_model),
                                                 (signal.SIGINT, 1, random_tiny_model)])
+@pytest.mark.slow
 def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted_one(tmp_path, signum, at,
                                                                                            build):
     """Exactly, dropout and augmentation included: their random streams are checkpointed."""
@@ -227,7 +228,7 @@ def test_resume_refuses_other_flags_and_needs_a_run(workdir, tfds_dir, capsys):
 
 
 def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
-    """The issue's scenario on a small model: kill -9 after a mid-epoch checkpoint, then --resume."""
+    """A crash on a small model: kill -9 after a mid-epoch checkpoint, then --resume."""
     arguments = MAIN_BASE[:-4] + ["--num_epochs", "3", "--learning_rate", "0.01", "--data_dir", tfds_dir,
                                   "--train_type", "elastic_training", "--rho", "0.6", "--interval", "0.5",
                                   "--checkpoint_every", "15", "--reference_steps", "0", "--run_name", "killed",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -141,7 +142,7 @@ def test_claims_plan_is_balanced_by_seed_and_covers_the_issue(protocol):
         assert {f"elastic_training_rho{rho:g}_exact", f"elastic_training_rho{rho:g}_paper"} <= configs
     assert {"full_training", "traditional_tl_training", "bn_plus_bias_training", "prune_training",
             "static_top_training_rho0.533_paper"} <= configs
-    # the other methods (issue 14), with ElasticTrainer's "50 %" budget where they take one
+    # the other methods, with ElasticTrainer's "50 %" budget where they take one
     assert {"tinytl_bias_training", "tinytl_lite_residual_training", "sparse_update_training_rho0.533_paper",
             "gradient_filter_training_gf2x4", "elastic_training_rho0.533_paper_gf2x4"} <= configs
     filtered = next(run for run in runs if run.config_name == "elastic_training_rho0.533_paper_gf2x4")
@@ -178,7 +179,7 @@ def test_claims_table_means_targets_and_speedups(tmp_path):
         summary("elastic_training_rho0.533_paper", 1, [0.6, 0.79, 0.81], 5.0),
         summary("traditional_tl_training", 0, [0.4, 0.5, 0.5], 2.0),
     ])
-    for seed, megabytes in ((0, 1000.0), (1, 1200.0)):  # peak memory: recorded since issue 14
+    for seed, megabytes in ((0, 1000.0), (1, 1200.0)):  # peak memory, which older summaries lack
         path = tmp_path / f"elastic_training_rho0.533_paper_s{seed}.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), "peak_memory_mb": megabytes}))
     groups = study_table.load_results(str(tmp_path))
@@ -479,10 +480,14 @@ def test_a_paired_interval_is_student_t_over_the_seeds():
     from experiments.study_stats import paired_interval
 
     mean, low, high = paired_interval([1.0, 2.0, 3.0])  # std 1, 2 degrees of freedom: t = 4.303
-    assert mean == 2.0 and low == pytest.approx(2 - 4.303 / 3 ** 0.5) and high == pytest.approx(2 + 4.303 / 3 ** 0.5)
+    assert mean == 2.0 and low == pytest.approx(2 - 4.303 / 3 ** 0.5, abs=1e-3) and high == pytest.approx(2 + 4.303 / 3 ** 0.5, abs=1e-3)
     assert paired_interval([0.5, float("nan"), 0.5])[1:] == (0.5, 0.5)  # nan skipped, no spread
     mean, low, high = paired_interval([4.0])
     assert mean == 4.0 and math.isnan(low) and math.isnan(high)
+    # beyond a table's end: 40 differences, 39 degrees of freedom, t = 2.0227 (not the normal's 1.96)
+    values = [0.0, 2.0] * 20
+    std = statistics.stdev(values)
+    assert paired_interval(values)[2] == pytest.approx(1.0 + 2.0227 * std / 40 ** 0.5, abs=1e-4)
 
 
 def test_a_table_says_when_its_rows_mix_code_states_or_backbones():

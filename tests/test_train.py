@@ -223,6 +223,7 @@ def test_selections_share_one_traced_forward_and_train_as_a_step_traced_whole():
     assert cache.forward.experimental_get_tracing_count() == 1  # the model was traced once for three steps
 
 
+@pytest.mark.slow
 def test_evicted_steps_free_their_graphs():
     """Re-selection must not leak: a compiled step dropped from the cache frees its graph."""
     import gc
@@ -534,6 +535,7 @@ def test_epochs_are_validated_and_tested_only_at_the_end_unless_asked(tmp_path, 
         assert evaluated[-1] == "test" and summary["final_test_seconds"] > 0
 
 
+@pytest.mark.slow
 def test_summary_counts_a_slow_compile_and_splits_the_selection_overhead(tmp_path, monkeypatch, capsys):
     """Tracing made 0.3 s slower: each selection's first step carries it into compile_seconds."""
     traced = []
