@@ -39,8 +39,12 @@ LATER_FLAGS = {"gf_radius": 0, "gf_blocks": 0, "block_range": "", "val_fraction"
 def config_differences(saved: Mapping, current: Mapping) -> List[str]:
     """Each essential flag whose value differs between a run's saved config and a new one."""
     saved, current = {**LATER_FLAGS, **saved}, {**LATER_FLAGS, **current}
-    return [f"--{flag} was {saved.get(flag)!r}, now {current.get(flag)!r}"
-            for flag in ESSENTIAL_FLAGS if saved.get(flag) != current.get(flag)]
+    for settings in (saved, current):  # a scheme's own flags, each by its name
+        settings.update({f"scheme_options.{name}": value for name, value in (settings.pop("scheme_options") or {}).items()})
+    flags = [flag for flag in ESSENTIAL_FLAGS if flag != "scheme_options"]
+    flags += sorted({key for key in (*saved, *current) if key.startswith("scheme_options.")})
+    return [f"--{flag.split('.', 1)[-1]} was {saved.get(flag)!r}, now {current.get(flag)!r}"
+            for flag in flags if saved.get(flag) != current.get(flag)]
 
 
 def checkpoint_dir(run_dir: str) -> str:

@@ -73,6 +73,9 @@ def recorded_defaults(saved: dict, parser: argparse.ArgumentParser, path: str, r
     saved.pop("num_classes", None)  # always the dataset's (another value is refused)
     if not resuming:
         saved.pop("run_name", None)
+    if "train_type" in saved and saved["train_type"] not in SCHEMES:
+        raise UserError(f"--config {path}: train_type {saved['train_type']!r} is no scheme here (a scheme file this "
+                        f"checkout lacks?); the schemes: {', '.join(SCHEMES)}")
     saved.update(saved.pop("scheme_options", None) or {})  # a scheme's own flags, by name
     flags = {action.dest for action in parser._actions}
     fixed = {field.name: field.default for field in dataclasses.fields(TrainConfig) if field.name not in flags}
@@ -246,7 +249,7 @@ def scheme_options(args: argparse.Namespace) -> dict:
 
 
 def memory_budget_schemes() -> list:
-    return [name for name, scheme in SCHEMES.items() if scheme.accepts_memory_budget]
+    return sorted(name for name, scheme in SCHEMES.items() if scheme.accepts_memory_budget)
 
 
 def requested_run_name(args: argparse.Namespace) -> str:

@@ -38,7 +38,7 @@ def make_evaluator(model: tf.keras.Model) -> Callable[..., Dict[str, float]]:
     """Loss and accuracy over a dataset (inference mode), as `<prefix>/classification_loss` and
     `<prefix>/accuracy` (prefix "test" unless given)."""
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def batch_sums(images, labels):
         logits = model(images, training=False)
         losses = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
@@ -84,10 +84,16 @@ class RunInterrupted(UserError):
 
 
 class StopRequest:
-    """SIGINT/SIGTERM ask the loop to stop after the current step; a second one aborts at once."""
+    """SIGINT/SIGTERM ask the loop to stop after the current step; a second one aborts at once.
+    A second signal within SAME_REQUEST_SECONDS of the first is the same request arriving twice
+    (a scheduler signals every process of a task, and the parent passes its own on): it is
+    ignored, so the checkpoint is still written."""
+
+    SAME_REQUEST_SECONDS = 1.0
 
     def __init__(self):
         self.signal_number: Optional[int] = None
+        self._first_at = 0.0
         self._previous: Dict[int, object] = {}
 
     def __enter__(self) -> "StopRequest":
@@ -104,8 +110,10 @@ class StopRequest:
 
     def _handle(self, number: int, frame) -> None:
         if self.signal_number is not None:
+            if time.monotonic() - self._first_at < self.SAME_REQUEST_SECONDS:
+                return
             raise KeyboardInterrupt  # the second signal: stop now, no checkpoint
-        self.signal_number = number
+        self.signal_number, self._first_at = number, time.monotonic()
         print(f"\n{signal.Signals(number).name}: finishing this step and writing a checkpoint "
               f"(press Ctrl-C again to abort at once)", file=sys.stderr, flush=True)
 

@@ -77,7 +77,7 @@ def shared_forward(model: tf.keras.Model) -> Forward:
     selected tensor needs, so the ops that execute, and the step time, are those of a step
     traced in one piece (docs/benchmarks/compile.md, "Compiling a new selection").
     """
-    return tf.function(lambda images: model(images, training=True))
+    return tf.function(lambda images: model(images, training=True), autograph=False)
 
 
 def full_gradients(model: tf.keras.Model, forward: Forward, input_signature: Optional[Sequence] = None) -> Callable:
@@ -91,7 +91,7 @@ def full_gradients(model: tf.keras.Model, forward: Forward, input_signature: Opt
             loss = classification_loss(labels, forward(images))
         return tape.gradient(loss, model.trainable_weights)
 
-    return tf.function(gradients, input_signature=input_signature)
+    return tf.function(gradients, input_signature=input_signature, autograph=False)
 
 
 def free_batch_gradients(model: tf.keras.Model, forward: Forward, images: tf.Tensor, labels: tf.Tensor) -> Callable:
@@ -142,7 +142,7 @@ class TrainStep:
         self.penalty = penalty
         self.forward = forward
         self.graph_names: Dict[str, object] = {}
-        self.function = tf.function(self._step)
+        self.function = tf.function(self._step, autograph=False)
 
     def _step(self, images: tf.Tensor, labels: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         with tf.GradientTape(watch_accessed_variables=False) as tape:
@@ -177,7 +177,7 @@ def _tensor_name(gradient) -> Optional[str]:
 def forward_function(model: tf.keras.Model) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """A tf.function running the training-mode forward pass and the loss (no gradients)."""
 
-    @tf.function
+    @tf.function(autograph=False)
     def forward(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         return classification_loss(labels, model(images, training=True))
 

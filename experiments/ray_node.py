@@ -62,16 +62,26 @@ def pack(archive_path: str, run_dir: str, log_file: Optional[str] = None, for_re
     `archive_path`, streamed from disk (memory: a copy buffer, whatever the run's size); its size in
     bytes. Not compressed: weights and optimizer slots shrink by about 10 % under gzip at some 25 ms
     of CPU per MB, which a device would take from its own training run at every push."""
-    with tarfile.open(archive_path, mode="w") as archive:
+    handles = []
+    try:
         for path, arcname in run_files(run_dir, log_file, for_retry):
-            try:  # the run goes on meanwhile: an old checkpoint may go; restore skips a torn new one
-                handle = open(path, "rb")
-            except OSError:
-                continue
-            with handle:  # an open file reads whole even if the run replaces or deletes it meanwhile
+            try:  # opened first: an open file reads whole even if the run deletes or replaces it meanwhile
+                handles.append((open(path, "rb"), arcname))
+            except OSError:  # gone since it was listed (the run goes on meanwhile)
+                if for_retry and arcname.startswith("run/checkpoints/ckpt-"):
+                    raise OSError(f"checkpoint file {arcname} went while the push began; the next push sends a "
+                                  f"newer one") from None
+        if for_retry and checkpoint_mark(run_dir) and not any(
+                name.startswith("run/checkpoints/ckpt-") and name.endswith(".index") for _, name in handles):
+            raise OSError("no whole checkpoint to send yet")
+        with tarfile.open(archive_path, mode="w") as archive:
+            for handle, arcname in handles:
                 info = tarfile.TarInfo(arcname)
                 info.size, info.mtime = os.fstat(handle.fileno()).st_size, int(time.time())
                 archive.addfile(info, handle)
+    finally:
+        for handle, _ in handles:
+            handle.close()
     return os.path.getsize(archive_path)
 
 
@@ -120,61 +130,78 @@ def unpack(archive_path: str, run_dir: str, log_file: Optional[str] = None) -> N
 
 class RunStore:
     """The driver's side (a Ray actor there): keeps each run's folder under `directory` as the
-    node pushes it, piece by piece into a file beside it, replacing the older copy only when a
-    push is whole; and hands a checkpoint back to a retry the same way."""
+    node pushes it, piece by piece into a file of its own, replacing the older copy only when the
+    push arrived whole; and hands a checkpoint back to a retry the same way."""
 
     def __init__(self, directory: str):
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
+        for transfer in (".incoming", ".outgoing"):  # what a driver that stopped mid-transfer left
+            shutil.rmtree(os.path.join(directory, transfer), ignore_errors=True)
 
-    def _incoming(self, name: str, token: str) -> str:
-        return os.path.join(self.directory, f".incoming-{name}-{token}.tar")
+    def _transfer(self, kind: str, name: str, token: str, fresh: bool = False) -> str:
+        folder = os.path.join(self.directory, kind, name)
+        if fresh:  # a new transfer of this run supersedes an unfinished one
+            shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, token + ".tar")
 
-    def receive(self, name: str, token: str, chunk: bytes) -> None:
-        path = self._incoming(name, token)
-        if not os.path.exists(path):  # a new push: an unfinished one of the same run is dropped
-            for stale in glob.glob(os.path.join(self.directory, f".incoming-{glob.escape(name)}-*.tar")):
-                with contextlib.suppress(OSError):
-                    os.remove(stale)
+    def receive(self, name: str, token: str, offset: int, chunk: bytes) -> None:
+        path = self._transfer(".incoming", name, token, fresh=offset == 0)
+        if (os.path.getsize(path) if os.path.exists(path) else 0) != offset:
+            raise ValueError(f"push {token} of {name}: piece at {offset} does not follow the ones received "
+                             f"(another push of this run began meanwhile)")
         with open(path, "ab") as handle:
             handle.write(chunk)
 
-    def keep(self, name: str, token: str) -> None:
-        path = self._incoming(name, token)
+    def keep(self, name: str, token: str, size: int) -> None:
+        """Put the push in place of the run's copy, when all `size` bytes of it arrived."""
+        path = self._transfer(".incoming", name, token)
         try:
+            received = os.path.getsize(path) if os.path.exists(path) else 0
+            if received != size:
+                raise ValueError(f"push {token} of {name}: {received} of {size} bytes arrived")
             unpack(path, os.path.join(self.directory, name), os.path.join(self.directory, name + ".log"))
         finally:
-            with contextlib.suppress(OSError):
-                os.remove(path)
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
     def fetch_begin(self, name: str) -> Optional[str]:
         """A token for reading the run's pushed checkpoint with fetch_chunk; None without one."""
         run_dir = os.path.join(self.directory, name)
         if not checkpoint_mark(run_dir) or os.path.exists(os.path.join(run_dir, "summary.json")):
             return None
-        token = f"{name}-{time.monotonic_ns()}"
-        pack(os.path.join(self.directory, f".outgoing-{token}.tar"), run_dir, os.path.join(self.directory, name + ".log"))
-        return token
+        token = f"{os.getpid()}_{time.monotonic_ns()}"
+        pack(self._transfer(".outgoing", name, token, fresh=True), run_dir, os.path.join(self.directory, name + ".log"))
+        return f"{name}/{token}"
+
+    def _outgoing(self, token: str) -> str:
+        name, own = token.rsplit("/", 1)
+        return os.path.join(self.directory, ".outgoing", name, own + ".tar")
 
     def fetch_chunk(self, token: str, offset: int) -> bytes:
-        with open(os.path.join(self.directory, f".outgoing-{token}.tar"), "rb") as handle:
+        with open(self._outgoing(token), "rb") as handle:
             handle.seek(offset)
             return handle.read(CHUNK_BYTES)
 
     def fetch_end(self, token: str) -> None:
-        with contextlib.suppress(OSError):
-            os.remove(os.path.join(self.directory, f".outgoing-{token}.tar"))
+        shutil.rmtree(os.path.dirname(self._outgoing(token)), ignore_errors=True)
 
 
 def push(ray, store, name: str, run_dir: str, log_file: str, scratch: str, for_retry: bool = True) -> None:
     """Send the run to the driver's store (see `run_files`) through a tar file on the node's disk,
     a chunk at a time."""
-    token = f"{os.getpid()}-{time.monotonic_ns()}"
-    archive_path = os.path.join(scratch, f".push-{name}-{token}.tar")
+    token = f"{os.getpid()}_{time.monotonic_ns()}"
+    archive_path = os.path.join(scratch, f".push-{name}.tar")  # one a run: a killed push's is replaced
     try:
-        pack(archive_path, run_dir, log_file, for_retry)
-        send(archive_path, lambda chunk: ray.get(store.receive.remote(name, token, chunk)))
-        ray.get(store.keep.remote(name, token))
+        size = pack(archive_path, run_dir, log_file, for_retry)
+        sent = [0]
+
+        def receive(chunk: bytes) -> None:
+            ray.get(store.receive.remote(name, token, sent[0], chunk))
+            sent[0] += len(chunk)
+
+        send(archive_path, receive)
+        ray.get(store.keep.remote(name, token, size))
     finally:
         with contextlib.suppress(OSError):
             os.remove(archive_path)
@@ -190,7 +217,8 @@ def pull(ray, store, name: str, run_dir: str, log_file: str, scratch: str) -> bo
         take(archive_path, lambda offset: ray.get(store.fetch_chunk.remote(token, offset)))
         unpack(archive_path, run_dir, log_file)
     finally:
-        ray.get(store.fetch_end.remote(token))
+        with contextlib.suppress(Exception):  # the driver cleans up after itself too; keep the first error
+            ray.get(store.fetch_end.remote(token))
         with contextlib.suppress(OSError):
             os.remove(archive_path)
     return True

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -45,6 +46,40 @@ def resumable(run_dir: str) -> bool:
             and not os.path.exists(os.path.join(run_dir, "summary.json")))
 
 
+STOPPED = -signal.SIGTERM  # run_to_its_checkpoint's answer when this process was told to stop
+
+
+class RunStopped(UserError):
+    """This process got SIGTERM (a scheduler preempting the task) and its run stopped at a checkpoint."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+def run_to_its_checkpoint(command: Sequence[str], log) -> int:
+    """Run main.py and wait for it; its exit code, or STOPPED. A SIGTERM to this process is
+    passed on to main.py once (it finishes its step and writes a checkpoint; the same signal sent
+    to both by a scheduler counts once there), and this process waits for that instead of dying
+    and leaving main.py to be killed mid-write when the task ends."""
+    process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    stopped = []
+
+    def stop(number, frame):
+        if not stopped:
+            stopped.append(number)
+            process.send_signal(signal.SIGTERM)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: signals stay as they are
+        previous = None
+    try:
+        code = process.wait()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return STOPPED if stopped else code
+
+
 def train_one(name: str, arguments: Sequence[str], log_root: str) -> Tuple[Dict, float]:
     """Train one run in a subprocess (its output goes to <log_root>/<name>.log); its summary and
     the process's seconds. An earlier interrupted attempt is resumed from its checkpoint; one
@@ -59,10 +94,12 @@ def train_one(name: str, arguments: Sequence[str], log_root: str) -> Tuple[Dict,
         print("  resuming the interrupted run from its checkpoint", flush=True)
     start = time.perf_counter()
     with open(run_dir + ".log", "a" if resume else "w") as log:
-        process = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        code = run_to_its_checkpoint(command, log)
     seconds = time.perf_counter() - start
-    if process.returncode != 0:
-        raise UserError(f"run {name} failed (exit {process.returncode}); see {run_dir}.log")
+    if code == STOPPED:
+        raise RunStopped(f"stopped by SIGTERM: run {name} wrote its checkpoint; the same command resumes it")
+    if code != 0:
+        raise UserError(f"run {name} failed (exit {code}); see {run_dir}.log")
     with open(os.path.join(run_dir, "summary.json")) as handle:
         return json.load(handle), seconds
 

@@ -27,7 +27,13 @@ from schemes.time_budget import StepTimeController
 for _module in sorted(info.name for info in pkgutil.iter_modules(__path__)):
     importlib.import_module(f"{__name__}.{_module}")  # a scheme in a file of its own registers itself
 
-SCHEMES: Dict[str, type] = dict(REGISTRY)  # --train_type -> scheme class, in the order above
+# --train_type -> scheme class: the paper's baselines, the other on-device methods, ElasticTrainer
+# and its ablations, then any scheme a file of its own adds (in the order its module was imported)
+LISTED = ("full_training", "traditional_tl_training", "bn_plus_bias_training", "prune_training", "tinytl_bias_training",
+          "tinytl_lite_residual_training", "static_top_training", "block_range_training", "gradient_filter_training",
+          "sparse_update_training", "elastic_training", "elastic_training_weight_magnitude",
+          "elastic_training_grad_magnitude")
+SCHEMES: Dict[str, type] = {**{name: REGISTRY[name] for name in LISTED if name in REGISTRY}, **REGISTRY}
 
 __all__ = ["SCHEMES", "NORMALIZATION_LAYERS", "PRUNE_PENALTY", "BudgetedScheme", "Context", "Scheme",
            "StepTimeController", "ImportanceProbe", "normalized", "classifier_mask", "bn_plus_bias_mask", "bias_mask",

@@ -88,6 +88,13 @@ class _InProcess:
         return types.SimpleNamespace(remote=call)
 
 
+def _visible(folder) -> list:
+    """The folder's entries, and no file left in its transfer folders (.incoming, .outgoing)."""
+    for hidden in (".incoming", ".outgoing"):
+        assert not [files for _, _, files in os.walk(os.path.join(folder, hidden)) if files]
+    return sorted(name for name in os.listdir(folder) if not name.startswith("."))
+
+
 def test_a_push_sends_what_a_retry_needs_a_chunk_at_a_time(tmp_path, monkeypatch):
     monkeypatch.setattr(ray_node, "CHUNK_BYTES", 4096)
     node = tmp_path / "node"
@@ -112,19 +119,55 @@ def test_a_push_sends_what_a_retry_needs_a_chunk_at_a_time(tmp_path, monkeypatch
     assert sorted(os.listdir(kept / "checkpoints")) == ["checkpoint", "ckpt-20.data-00000-of-00001", "ckpt-20.index"]
     assert sorted(os.listdir(kept)) == ["best_validation.npz", "checkpoints", "config.json", "events.out.tfevents.1"]
     assert (kept / "checkpoints" / "ckpt-20.data-00000-of-00001").read_bytes() == bytes([20]) * 30000
-    assert sorted(os.listdir(driver)) == ["r", "r.log"] and sorted(os.listdir(node)) == ["r", "r.log"]
+    assert _visible(driver) == ["r", "r.log"] and sorted(os.listdir(node)) == ["r", "r.log"]
 
     retry = tmp_path / "other"
     retry.mkdir()
     assert ray_node.pull(_InProcess(), store, "r", str(retry / "r"), str(retry / "r.log"), str(retry))
     assert (retry / "r" / "events.out.tfevents.1").read_bytes() == b"e" * 20000
     assert (retry / "r.log").read_text() == "epoch 1\n" and sorted(os.listdir(retry)) == ["r", "r.log"]
-    assert sorted(os.listdir(driver)) == ["r", "r.log"]  # the outgoing copy is gone
+    assert _visible(driver) == ["r", "r.log"]  # the outgoing copy is gone
 
     (run / "summary.json").write_text("{}")  # finished: everything goes, and there is nothing to resume
     ray_node.push(_InProcess(), store, "r", str(run), str(node / "r.log"), str(node), for_retry=False)
     assert (kept / "last_good.h5").exists() and (kept / "checkpoints" / "ckpt-5.index").exists()
     assert not ray_node.pull(_InProcess(), store, "r", str(retry / "r2"), str(retry / "r2.log"), str(retry))
+
+
+def test_a_push_that_cannot_be_whole_changes_nothing_on_the_driver(tmp_path, monkeypatch):
+    monkeypatch.setattr(ray_node, "CHUNK_BYTES", 1000)
+    node, driver = tmp_path / "node", tmp_path / "driver"
+    run = node / "r"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "ckpt-10.index").write_bytes(b"i")
+    (run / "checkpoints" / "ckpt-10.data-00000-of-00001").write_bytes(b"d" * 5000)
+    (node / "r.log").write_text("epoch 1\n")
+    store = ray_node.RunStore(str(driver))
+    ray_node.push(_InProcess(), _InProcess(store), "r", str(run), str(node / "r.log"), str(node))
+    kept = sorted(os.listdir(driver / "r" / "checkpoints"))
+
+    real_run_files = ray_node.run_files
+
+    def rotated_away(*args, **kwargs):  # the newest checkpoint's files go between listing and opening
+        files = real_run_files(*args, **kwargs)
+        (run / "checkpoints" / "ckpt-10.index").unlink()
+        return files
+
+    monkeypatch.setattr(ray_node, "run_files", rotated_away)
+    with pytest.raises(OSError, match="went while the push began"):
+        ray_node.push(_InProcess(), _InProcess(store), "r", str(run), str(node / "r.log"), str(node))
+    monkeypatch.setattr(ray_node, "run_files", real_run_files)
+    assert sorted(os.listdir(driver / "r" / "checkpoints")) == kept and sorted(os.listdir(node)) == ["r", "r.log"]
+
+    store.receive("r", "a", 0, b"x" * 10)
+    with pytest.raises(ValueError, match="does not follow"):
+        store.receive("r", "a", 20, b"y")  # a piece lost: refused
+    store.receive("r", "b", 0, b"z" * 10)  # another push of the run begins: the first is dropped
+    with pytest.raises(ValueError, match="does not follow"):
+        store.receive("r", "a", 10, b"x")
+    with pytest.raises(ValueError, match="10 of 99 bytes arrived"):
+        store.keep("r", "b", 99)
+    assert sorted(os.listdir(driver / "r" / "checkpoints")) == kept and _visible(driver) == ["r", "r.log"]
 
 
 def test_an_archive_with_other_paths_is_refused_and_changes_nothing(tmp_path):

@@ -148,14 +148,14 @@ def test_study_and_figure_runners_resume_an_interrupted_run(tmp_path, monkeypatc
 
     commands = []
 
-    def fake_run(command, **kwargs):
+    def fake_run(command, log):
         commands.append(command)
         run_dir = tmp_path / "logs" / "r"
         run_dir.mkdir(exist_ok=True)
         (run_dir / "summary.json").write_text(json.dumps({"best_test_accuracy": 0.5}))
-        return subprocess.CompletedProcess(command, 0)
+        return 0
 
-    monkeypatch.setattr(runner.subprocess, "run", fake_run)
+    monkeypatch.setattr(runner, "run_to_its_checkpoint", fake_run)
     checkpoint_files = tmp_path / "logs" / "r" / "checkpoints"
     checkpoint_files.mkdir(parents=True)
     (checkpoint_files / "ckpt-40.index").write_text("")

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import MAIN_BASE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,10 +30,19 @@ def _fake_scontrol(tmp_path) -> dict:
             "SCONTROL_LOG": str(tmp_path / "scontrol.log")}
 
 
-def _requeueable(command, environment, cwd) -> subprocess.Popen:
+def _requeueable(command, environment, cwd, output) -> subprocess.Popen:
+    """The command under requeue.sh, in a session of its own (as the batch script of a SLURM task)."""
     script = f"set -euo pipefail; source {shlex.quote(REQUEUE)}; requeueable {shlex.join(command)}"
     return subprocess.Popen(["bash", "-c", script], cwd=cwd, env=environment, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=output, stderr=subprocess.STDOUT)
+
+
+def _finish(task: subprocess.Popen, timeout: float) -> int:
+    try:
+        return task.wait(timeout=timeout)
+    finally:
+        if task.poll() is None:
+            os.killpg(task.pid, signal.SIGKILL)
 
 
 def _steps(run_dir) -> list:
@@ -52,19 +63,21 @@ def test_usr1_before_the_time_limit_checkpoints_requeues_and_the_run_resumes(tmp
     command = [sys.executable, os.path.join(ROOT, "main.py"), *MAIN_BASE, "--data_dir", tfds_dir, "--num_epochs", "6",
                "--checkpoint_seconds", "0", "--run_name", "preempted", "--logdir", str(logdir)]
     run_dir = logdir / "preempted"
-    task = _requeueable(command, environment, workdir)
-    deadline = time.time() + 300
-    while not _steps(run_dir) and task.poll() is None and time.time() < deadline:  # training is under way
-        time.sleep(0.2)
-    assert task.poll() is None, task.communicate()[0][-3000:]
-    first = _steps(run_dir)[-1]
-    os.kill(task.pid, signal.SIGUSR1)  # what --signal=B:USR1@120 sends: to the batch shell only
-    output = task.communicate(timeout=300)[0]
-    assert task.returncode == 128 + signal.SIGTERM, output[-3000:]
+    log = tmp_path / "task.log"
+    with open(log, "w") as output:
+        task = _requeueable(command, environment, workdir, output)
+        deadline = time.time() + 300
+        while not _steps(run_dir) and task.poll() is None and time.time() < deadline:  # training is under way
+            time.sleep(0.2)
+        assert task.poll() is None, log.read_text()[-3000:]
+        first = _steps(run_dir)[-1]
+        os.kill(task.pid, signal.SIGUSR1)  # what --signal=B:USR1@120 sends: to the batch shell only
+        code = _finish(task, 300)
+    output = log.read_text()
+    assert code == 128 + signal.SIGTERM, output[-3000:]
     assert "writing a checkpoint" in output and "Continue with" in output and "Traceback" not in output
     assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]
-    assert _steps(run_dir)[-1] > first  # the signal's own checkpoint, mid-epoch
-    assert not (run_dir / "summary.json").exists()
+    assert _steps(run_dir)[-1] >= first and not (run_dir / "summary.json").exists()
 
     # SLURM starts the task again: the run continues from that checkpoint and finishes
     resumed = subprocess.run(command + ["--resume"], cwd=workdir, env=environment, capture_output=True, text=True,
@@ -74,26 +87,48 @@ def test_usr1_before_the_time_limit_checkpoints_requeues_and_the_run_resumes(tmp
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2, 3, 4, 5, 6] and summary["sessions"] == 2
 
 
-def test_sigterm_to_every_process_is_passed_on_once_and_waited_for(tmp_path):
-    """Preemption: SLURM signals every process of the task; the shell must not signal again (a
-    second signal makes main.py stop without its checkpoint) and must wait for the checkpoint."""
+STAND_IN = """
+import signal, sys, time
+seen = []
+def stop(number, frame):
+    seen.append(number)
+    if len(seen) > 1:
+        return  # the same request twice (the scheduler's and the parent's), as main.py counts it
+    time.sleep(1.0)  # writing its checkpoint
+    open(sys.argv[1], "w").write("written")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+PARENT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from experiments.runner import STOPPED, run_to_its_checkpoint
+code = run_to_its_checkpoint([sys.executable, "-c", sys.argv[2], sys.argv[3]], sys.stdout)
+sys.exit(143 if code == STOPPED else code)
+"""
+
+
+@pytest.mark.parametrize("through_the_runner", [False, True])
+def test_preemption_waits_for_the_checkpoint_and_leaves_the_requeue_to_slurm(tmp_path, through_the_runner):
+    """Preemption: SLURM signals every process of the task at once. The shell, and scripts/study.py
+    between it and main.py (the runner), wait for main.py's checkpoint before they end; the shell
+    asks for no requeue (SLURM's PreemptMode does it; scancel also sends SIGTERM)."""
     environment = _fake_scontrol(tmp_path)
     marker = tmp_path / "checkpoint"
-    child = ("import signal, sys, time\n"
-             "count = []\n"
-             "def stop(number, frame):\n"
-             "    count.append(number)\n"
-             "    if len(count) > 1: sys.exit(99)\n"
-             "    time.sleep(1.0)\n"
-             f"    open({str(marker)!r}, 'w').write(str(len(count)))\n"
-             "    sys.exit(143)\n"
-             "signal.signal(signal.SIGTERM, stop)\n"
-             "print('ready', flush=True)\n"
-             "time.sleep(60)\n")
-    task = _requeueable([sys.executable, "-c", child], environment, str(tmp_path))
-    assert task.stdout.readline().strip() == "ready"
-    os.killpg(task.pid, signal.SIGTERM)  # every process of the task, as SLURM does
-    output = task.communicate(timeout=60)[0]
-    assert task.returncode == 143, output
-    assert marker.read_text() == "1"  # one signal, and the shell waited for its handler to finish
-    assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]
+    command = [sys.executable, "-c", STAND_IN, str(marker)]
+    if through_the_runner:
+        command = [sys.executable, "-c", PARENT, ROOT, STAND_IN, str(marker)]
+    log = tmp_path / "task.log"
+    with open(log, "w") as output:
+        task = _requeueable(command, environment, str(tmp_path), output)
+        deadline = time.time() + 60
+        while "ready" not in log.read_text() and time.time() < deadline:
+            time.sleep(0.05)
+        os.killpg(task.pid, signal.SIGTERM)  # every process of the task, as SLURM does
+        code = _finish(task, 60)
+    assert code == 143, log.read_text()
+    assert marker.read_text() == "written"  # the checkpoint was written before the task ended
+    assert not (tmp_path / "scontrol.log").exists()
