@@ -231,8 +231,36 @@ def headline_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     return [dataclasses.replace(config, seed=seed) for seed in seeds for config in configs]
 
 
+# The frontier at a budget (docs/benchmarks/regime_and_depth.md, "The frontier: its definition",
+# fixed before any of its runs): the best, on validation, of a family of fixed choices written
+# down here, against ElasticTrainer at the budgets users ask for.
+FRONTIER_TOPS = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # contiguous tops, exact mode
+FRONTIER_BASELINES = ("full_training", "traditional_tl_training", "bn_plus_bias_training")
+FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 0.5, "exact"),
+                     ("elastic_training", 0.7, "exact"))
+
+
+def frontier_stage_ranges(model: str) -> List[str]:
+    """Each resolution stage alone and each pair of adjacent stages, as block ranges."""
+    stages = [tuple(int(value) for value in stage.split(":")) for stage in DEPTH_STAGES[model]]
+    pairs = [(first[0], second[1]) for first, second in zip(stages, stages[1:])]
+    return [f"{first}:{stop}" for first, stop in stages + pairs]
+
+
+def frontier_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
+    """The frontier's family and the schemes compared with it, seed by seed."""
+    model = PROTOCOLS[model_name]["model_name"]
+    if model not in DEPTH_STAGES:
+        raise UserError(f"the frontier plan has stages for {', '.join(DEPTH_STAGES)} only, not {model}")
+    configs = ([Run(scheme, 0) for scheme in FRONTIER_BASELINES]
+               + [Run("static_top_training", 0, rho=rho, rho_mode="exact") for rho in FRONTIER_TOPS]
+               + [Run("block_range_training", 0, block_range=stage) for stage in frontier_stage_ranges(model)]
+               + [Run(scheme, 0, rho=rho, rho_mode=mode) for scheme, rho, mode in FRONTIER_COMPARED])
+    return [dataclasses.replace(config, seed=seed) for seed in seeds for config in configs]
+
+
 PLANS = {"calibration": calibration_runs, "claims": claims_runs, "depth": depth_runs, "regime": regime_runs,
-         "headline": headline_runs}
+         "headline": headline_runs, "frontier": frontier_runs}
 
 
 def plan_runs(plan: str, model_name: str, seeds: Sequence[int]) -> List[Run]:

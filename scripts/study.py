@@ -174,7 +174,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "headline: every scheme of the headline table, seed by seed; "
                              "claims: every scheme under the chosen protocol; depth: each stage of the "
                              "network trained alone, deeper static tops and the headline again, on one "
-                             "backbone (mobilenetv2)")
+                             "backbone (mobilenetv2); frontier: a family of fixed choices (contiguous tops, "
+                             "stages and adjacent pairs of stages alone, BN+bias, TL, full) and ElasticTrainer, "
+                             "whose table sets each ElasticTrainer run beside the best fixed choice within its "
+                             "measured step ratio")
     parser.add_argument("--model_name", default="mobilenetv2", choices=sorted({p["model_name"] for p in PROTOCOLS.values()}))
     parser.add_argument("--task", default="shapes", choices=TASKS,
                         help="shapes: embedded_shapes (an input-level shift: new textures and colours); "
@@ -204,6 +207,14 @@ def regime_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List[D
     return section
 
 
+def frontier_appendix(groups: Dict[str, List[Dict]], rows: List[Dict]) -> str:
+    """The frontier plan's reading below its table, printed too."""
+    from experiments.study_frontier import frontier_section
+    section = frontier_section(groups)
+    print(section)
+    return section
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     args.model_name = study_key(args.task, args.model_name)
@@ -214,7 +225,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     figure = os.path.join(ROOT, "figures", f"study_{args.plan}_{args.model_name}.png")
     by_depth = os.path.splitext(figure)[0] + "_depth.png"
     appendix = {"depth": functools.partial(depth_appendix, args.model_name, by_depth),  # readings below the table
-                "regime": functools.partial(regime_appendix, args.model_name)}.get(args.plan)
+                "regime": functools.partial(regime_appendix, args.model_name),
+                "frontier": frontier_appendix}.get(args.plan)
     planned = [run.name for run in plan_runs(args.plan, args.model_name, args.seeds)]
     finished = [os.path.basename(path)[:-5] for path in glob.glob(os.path.join(directory, "*.json"))]
     manifests = load_manifests(directory)

@@ -515,3 +515,42 @@ def test_runs_csv_has_a_row_a_run_with_config_and_provenance(tmp_path):
     assert [row["run_name"] for row in rows] == ["full_training_s0", "full_training_s1"]
     assert rows[1]["config.seed"] == "1" and rows[0]["provenance.code_commit"] == "abc"
     assert rows[0]["final_test_accuracy"] == "0.8" and "history" not in rows[0]
+
+
+def test_the_frontier_plan_covers_its_family_and_tiles_the_stages(protocol):
+    runs = study_plans.plan_runs("frontier", "parts_mobilenetv2", [0])
+    names = [run.config_name for run in runs]
+    assert {"full_training", "traditional_tl_training", "bn_plus_bias_training"} <= set(names)
+    assert [n for n in names if n.startswith("static_top")] == [f"static_top_training_rho{r:g}_exact"
+                                                               for r in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)]
+    ranges = [run.block_range for run in runs if run.block_range]
+    assert ranges == ["0:4", "4:7", "7:11", "11:14", "14:19", "0:7", "4:11", "7:14", "11:19"]
+    assert "elastic_training_rho0.533_paper" in names and len(runs) == 21
+
+
+def test_the_frontier_is_the_best_fixed_choice_on_validation_within_the_budget():
+    from experiments import study_frontier
+
+    def runs(name, ratio, val, tests):
+        return [{"run_name": f"{name}_s{seed}", "seed": seed, "step_time_ratio_achieved": ratio,
+                 "final_test_accuracy": test, "history": [{"epoch": 12, "val_accuracy": val}]}
+                for seed, test in enumerate(tests)]
+
+    groups = {"full_training": runs("full_training", 1.0, 0.70, [0.72, 0.70, 0.71]),
+              "traditional_tl_training": runs("traditional_tl_training", 0.31, 0.60, [0.64, 0.63, 0.65]),
+              "static_top_training_rho0.5_exact": runs("static_top_training_rho0.5_exact", 0.52, 0.66, [0.69, 0.68, 0.70]),
+              "block_range_training_blocks7-11": runs("block_range_training_blocks7-11", 0.56, 0.69, [0.74, 0.75, 0.73]),
+              "elastic_training_rho0.533_paper": runs("elastic_training_rho0.533_paper", 0.50, 0.65, [0.70, 0.69, 0.71])}
+    family = [study_frontier.point(n, r) for n, r in groups.items() if not n.startswith("elastic")]
+    assert study_frontier.frontier_at(family, 0.2) is None
+    assert study_frontier.frontier_at(family, 0.4)["config"] == "traditional_tl_training"
+    # at 0.5 the margin admits 0.52, not 0.56: the top beats TL on validation
+    assert study_frontier.frontier_at(family, 0.5)["config"] == "static_top_training_rho0.5_exact"
+    # at 0.6 block 7-11 (val 0.69) beats the top (0.66); full training is out of budget until 0.97
+    assert study_frontier.frontier_at(family, 0.6)["config"] == "block_range_training_blocks7-11"
+    assert study_frontier.frontier_at(family, 0.97)["config"] == "full_training"
+    section = study_frontier.frontier_section(groups)
+    row = next(line for line in section.splitlines() if line.startswith("| elastic_training_rho0.533_paper"))
+    # beside the member within 0.50 + 0.03, paired by seed: 0.70-0.69, 0.69-0.68, 0.71-0.70 = +1.0 points
+    assert "static_top_training_rho0.5_exact" in row and "+1.0" in row and "(3 seeds)" in row
+    assert "| 0.30 | traditional_tl_training | 0.31 |" in section  # 0.31 is within 0.30 + 0.03

@@ -1,0 +1,87 @@
+"""The frontier plan's reading (scripts/study.py table frontier): at a budget b, a measured step
+ratio, the frontier is the fixed configuration of the plan's family with the best validation
+accuracy among those whose measured step ratio is at most b + MARGIN; its final-epoch test
+accuracy is the frontier's value. Each scheme compared is set beside the frontier at its own
+measured step ratio, and a grid of budgets shows the frontier alone. The definition was fixed in
+docs/benchmarks/regime_and_depth.md ("The frontier: its definition") before any of the plan's runs.
+
+Pure functions over the results' summaries (grouped by config name).
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Sequence
+
+from experiments.study_stats import mean_std, paired_interval, plus_minus
+
+MARGIN = 0.03  # a fixed choice counts at a budget when its measured step ratio is within this above it
+BUDGETS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+COMPARED_PREFIXES = ("elastic_training",)  # everything else in the plan is the family
+
+
+def final_value(summary: Dict, key: str) -> Optional[float]:
+    """The run's final-epoch value: final_test_accuracy, or the last epoch's val_accuracy."""
+    if key == "test":
+        return summary.get("final_test_accuracy")
+    history = summary.get("history") or []
+    return history[-1].get("val_accuracy") if history else None
+
+
+def point(name: str, runs: Sequence[Dict]) -> Dict:
+    """A config over its seeds: mean step ratio, mean final validation and test accuracy, and each
+    seed's test accuracy (by seed, for paired differences)."""
+    def mean(values):
+        values = [v for v in values if v is not None and math.isfinite(v)]
+        return sum(values) / len(values) if values else float("nan")
+
+    return {"config": name, "seeds": len(runs),
+            "ratio": mean([run.get("step_time_ratio_achieved") for run in runs]),
+            "val": mean([final_value(run, "val") for run in runs]),
+            "test": mean_std([final_value(run, "test") for run in runs]),
+            "by_seed": {run.get("seed"): final_value(run, "test") for run in runs}}
+
+
+def frontier_at(family: Sequence[Dict], budget: float) -> Optional[Dict]:
+    """The family's member with the best mean final validation accuracy among those within the
+    budget (measured step ratio at most budget + MARGIN); of equal ones, the cheaper. None when
+    no member fits or none has a validation accuracy."""
+    fitting = [p for p in family if math.isfinite(p["ratio"]) and p["ratio"] <= budget + MARGIN and math.isfinite(p["val"])]
+    if not fitting:
+        return None
+    return max(fitting, key=lambda p: (p["val"], -p["ratio"]))
+
+
+def paired(scheme: Dict, member: Dict) -> str:
+    """The scheme's final test accuracy minus the member's, paired by seed, with its 95 % interval."""
+    seeds = sorted(set(scheme["by_seed"]) & set(member["by_seed"]))
+    differences = [scheme["by_seed"][s] - member["by_seed"][s] for s in seeds
+                   if scheme["by_seed"][s] is not None and member["by_seed"][s] is not None]
+    if not differences:
+        return "-"
+    mean, low, high = paired_interval(differences)
+    interval = f" [{100 * low:+.1f}, {100 * high:+.1f}]" if math.isfinite(low) else ""
+    return f"{100 * mean:+.1f}{interval} ({len(differences)} seeds)"
+
+
+def frontier_section(groups: Dict[str, List[Dict]]) -> str:
+    """The frontier over a grid of budgets, and each compared scheme beside the frontier at its
+    own measured step ratio (markdown)."""
+    points = [point(name, runs) for name, runs in sorted(groups.items())]
+    family = [p for p in points if not p["config"].startswith(COMPARED_PREFIXES)]
+    compared = [p for p in points if p["config"].startswith(COMPARED_PREFIXES)]
+    lines = [f"Frontier (the best fixed choice on final-epoch validation accuracy within a budget + {MARGIN}; "
+             f"its final-epoch test accuracy; definition fixed before the runs):", "",
+             "| budget | frontier member | its step ratio | its val acc % | its final test acc % |",
+             "|---:|---|---:|---:|---:|"]
+    for budget in BUDGETS:
+        member = frontier_at(family, budget)
+        lines.append(f"| {budget:.2f} | " + (f"{member['config']} | {member['ratio']:.2f} | {100 * member['val']:.1f} | "
+                                            f"{plus_minus(member['test'], 100)} |" if member else "- | - | - | - |"))
+    lines += ["", "| scheme | its step ratio | its final test acc % | frontier member at that ratio | frontier's "
+              "final test acc % | scheme minus frontier, points, paired [95 %] |", "|---|---:|---:|---|---:|---|"]
+    for scheme in compared:
+        member = frontier_at(family, scheme["ratio"]) if math.isfinite(scheme["ratio"]) else None
+        lines.append(f"| {scheme['config']} | {scheme['ratio']:.2f} | {plus_minus(scheme['test'], 100)} | "
+                     + (f"{member['config']} | {plus_minus(member['test'], 100)} | {paired(scheme, member)} |"
+                        if member else "- | - | - |"))
+    return "\n".join(lines) + "\n"
