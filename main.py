@@ -254,7 +254,8 @@ def memory_budget_schemes() -> list:
 
 def requested_run_name(args: argparse.Namespace) -> str:
     """--run_name, or the default
-    <model>_<dataset>_<train_type>[_rho<rho>[_paper]][_bntrain][_gf<r>x<blocks>][_blocks<first>-<stop>][_mem<MB>]."""
+    <model>_<dataset>_<train_type>[_rho<rho>[_paper]][_bntrain][_gf<r>x<blocks>][_blocks<first>-<stop>][_mem<MB>]
+    (asked after scheme_options has filled in the scheme's defaults)."""
     if args.run_name:
         return args.run_name
     parts = [args.model_name, args.dataset_name, args.train_type]
@@ -262,19 +263,12 @@ def requested_run_name(args: argparse.Namespace) -> str:
         parts += [f"rho{args.rho:g}"] + (["paper"] if args.rho_mode == "paper" else [])
     if args.bn_mode == "train":
         parts.append("bntrain")
-    if gf_radius(args):
-        parts.append(f"gf{gf_radius(args)}x{args.gf_blocks}")
+    if args.gf_radius:
+        parts.append(f"gf{args.gf_radius}x{args.gf_blocks}")
     parts += SCHEMES[args.train_type].run_name_parts(args)
     if args.memory_budget_mb:
         parts.append(f"mem{args.memory_budget_mb:g}")
     return "_".join(parts)
-
-
-def gf_radius(args: argparse.Namespace) -> int:
-    """The gradient filter's patch size this run uses (0: off)."""
-    if args.gf_radius is None:
-        return SCHEMES[args.train_type].flag_defaults.get("gf_radius", 0)
-    return args.gf_radius
 
 
 def resolve_config(args: argparse.Namespace) -> TrainConfig:
@@ -303,12 +297,12 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         if args.rho_mode != "exact":
             raise UserError("--memory_budget_mb works with --rho_mode exact (paper mode keeps the original's time "
                             "budget, which has no memory side)")
-    radius = gf_radius(args)
+    own = scheme_options(args)  # first: it fills in the scheme's defaults (gradient filtering's radius)
+    radius = args.gf_radius or 0
     if radius == 1 or radius < 0:
         raise UserError(f"--gf_radius must be 0 (off) or a patch size of at least 2 (the paper's: "
                         f"{', '.join(map(str, filtering.RADII))}), got {radius}")
-    own = scheme_options(args)
-    gradient_filter = (gf_radius(args), args.gf_blocks if gf_radius(args) else 0)
+    gradient_filter = (radius, args.gf_blocks if radius else 0)
     fields = {field.name for field in dataclasses.fields(TrainConfig)}
     own_fields = {name: value for name, value in own.items() if name in fields and value is not None}
     data.check_val_fraction(args.val_fraction)

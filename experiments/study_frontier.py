@@ -30,13 +30,9 @@ def final_value(summary: Dict, key: str) -> Optional[float]:
 def point(name: str, runs: Sequence[Dict]) -> Dict:
     """A config over its seeds: mean step ratio, mean final validation and test accuracy, and each
     seed's test accuracy (by seed, for paired differences)."""
-    def mean(values):
-        values = [v for v in values if v is not None and math.isfinite(v)]
-        return sum(values) / len(values) if values else float("nan")
-
     return {"config": name, "seeds": len(runs),
-            "ratio": mean([run.get("step_time_ratio_achieved") for run in runs]),
-            "val": mean([final_value(run, "val") for run in runs]),
+            "ratio": mean_std([run.get("step_time_ratio_achieved") for run in runs])[0],
+            "val": mean_std([final_value(run, "val") for run in runs])[0],
             "test": mean_std([final_value(run, "test") for run in runs]),
             "by_seed": {run.get("seed"): final_value(run, "test") for run in runs}}
 

@@ -182,10 +182,18 @@ class Scheme:
 
 class BudgetedScheme(Scheme):
     """A scheme whose selection fits a time budget, and a memory budget when one is given, through
-    its step-time controller (`self.controller`, a schemes.time_budget.StepTimeController)."""
+    its step-time controller (`self.controller`, made here from the run's profile and flags)."""
 
     needs_profile = True
     accepts_memory_budget = True
+
+    def __init__(self, context: Context):
+        from schemes.time_budget import StepTimeController  # (time_budget sits beside this module)
+
+        super().__init__(context)
+        config = context.config
+        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode,
+                                             config.memory_budget_mb)
 
     @property
     def memory_budgeted(self) -> bool:

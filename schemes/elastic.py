@@ -117,8 +117,6 @@ class ElasticTraining(BudgetedScheme):
     def __init__(self, context: Context):
         super().__init__(context)
         config = context.config
-        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode,
-                                             config.memory_budget_mb)
         self.probe = ImportanceProbe(context.model, context.setup.optimizer, context.steps.forward)
         self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
         self._head = classifier_mask(context.model)

@@ -36,7 +36,6 @@ from models import gradient_filter
 import models
 from schemes.base import BudgetedScheme, Context, bias_mask, classifier_mask
 from schemes.elastic import memory_info, normalized
-from schemes.time_budget import StepTimeController
 from train_step import MOMENTUM, classification_loss, preserved_state
 
 TRIAL_STEPS = 6
@@ -114,9 +113,6 @@ class SparseUpdate(BudgetedScheme):
 
     def __init__(self, context: Context):
         super().__init__(context)
-        config = context.config
-        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode,
-                                             config.memory_budget_mb)
         self.selected = False
         self.contributions: Dict[str, List[float]] = {}
 
