@@ -46,17 +46,14 @@ def resumable(run_dir: str) -> bool:
             and not os.path.exists(os.path.join(run_dir, "summary.json")))
 
 
-STOPPED = -signal.SIGTERM  # run_to_its_checkpoint's answer when this process was told to stop
-
-
 class RunStopped(UserError):
     """This process got SIGTERM (a scheduler preempting the task) and its run stopped at a checkpoint."""
 
     exit_code = 128 + signal.SIGTERM
 
 
-def run_to_its_checkpoint(command: Sequence[str], log) -> int:
-    """Run main.py and wait for it; its exit code, or STOPPED. A SIGTERM to this process is
+def run_to_its_checkpoint(command: Sequence[str], log) -> Tuple[int, bool]:
+    """Run main.py and wait for it: its exit code, and whether this process was told to stop. A SIGTERM to this process is
     passed on to main.py once (it finishes its step and writes a checkpoint; the same signal sent
     to both by a scheduler counts once there), and this process waits for that instead of dying
     and leaving main.py to be killed mid-write when the task ends."""
@@ -77,7 +74,7 @@ def run_to_its_checkpoint(command: Sequence[str], log) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    return STOPPED if stopped else code
+    return code, bool(stopped)
 
 
 def train_one(name: str, arguments: Sequence[str], log_root: str) -> Tuple[Dict, float]:
@@ -94,9 +91,9 @@ def train_one(name: str, arguments: Sequence[str], log_root: str) -> Tuple[Dict,
         print("  resuming the interrupted run from its checkpoint", flush=True)
     start = time.perf_counter()
     with open(run_dir + ".log", "a" if resume else "w") as log:
-        code = run_to_its_checkpoint(command, log)
+        code, stopped = run_to_its_checkpoint(command, log)
     seconds = time.perf_counter() - start
-    if code == STOPPED:
+    if stopped:
         raise RunStopped(f"stopped by SIGTERM: run {name} wrote its checkpoint; the same command resumes it")
     if code != 0:
         raise UserError(f"run {name} failed (exit {code}); see {run_dir}.log")

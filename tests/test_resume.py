@@ -153,7 +153,7 @@ def test_study_and_figure_runners_resume_an_interrupted_run(tmp_path, monkeypatc
         run_dir = tmp_path / "logs" / "r"
         run_dir.mkdir(exist_ok=True)
         (run_dir / "summary.json").write_text(json.dumps({"best_test_accuracy": 0.5}))
-        return 0
+        return 0, False
 
     monkeypatch.setattr(runner, "run_to_its_checkpoint", fake_run)
     checkpoint_files = tmp_path / "logs" / "r" / "checkpoints"

@@ -105,9 +105,9 @@ time.sleep(60)
 PARENT = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from experiments.runner import STOPPED, run_to_its_checkpoint
-code = run_to_its_checkpoint([sys.executable, "-c", sys.argv[2], sys.argv[3]], sys.stdout)
-sys.exit(143 if code == STOPPED else code)
+from experiments.runner import run_to_its_checkpoint
+code, stopped = run_to_its_checkpoint([sys.executable, "-c", sys.argv[2], sys.argv[3]], sys.stdout)
+sys.exit(143 if stopped else code)
 """
 
 
