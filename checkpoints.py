@@ -30,15 +30,24 @@ KEEP = 2  # checkpoints kept per run while it trains (the newest, and one to fal
 ESSENTIAL_FLAGS = ("model_name", "dataset_name", "train_type", "input_size", "batch_size", "num_classes",
                    "optimizer", "learning_rate", "weight_decay", "num_epochs", "interval", "rho", "rho_mode",
                    "bn_mode", "seed", "weights", "probe_batches", "recalibrate", "data_dir", "gf_radius",
-                   "gf_blocks", "block_range", "val_fraction", "test_every_epoch", "scheme_options")
+                   "gf_blocks", "block_range", "validation", "val_fraction", "test_every_epoch", "scheme_options")
 # Flags added after runs were first saved: a saved config without them had the value given here
 # (runs made before --test_every_epoch existed tested every epoch).
 LATER_FLAGS = {"gf_radius": 0, "gf_blocks": 0, "block_range": "", "val_fraction": 0.0, "test_every_epoch": True, "scheme_options": {}}
 
 
+def with_later_flags(saved: Mapping) -> Dict:
+    """A saved config with the settings it predates at the values its run had (LATER_FLAGS; before
+    --validation, the validation split was carved when val_fraction > 0)."""
+    filled = {**LATER_FLAGS, **saved}
+    if "validation" not in saved:
+        filled["validation"] = "carved" if (filled.get("val_fraction") or 0) > 0 else "none"
+    return filled
+
+
 def config_differences(saved: Mapping, current: Mapping) -> List[str]:
     """Each essential flag whose value differs between a run's saved config and a new one."""
-    saved, current = {**LATER_FLAGS, **saved}, {**LATER_FLAGS, **current}
+    saved, current = with_later_flags(saved), with_later_flags(current)
     for settings in (saved, current):  # a scheme's own flags, each by its name
         settings.update({f"scheme_options.{name}": value for name, value in (settings.pop("scheme_options") or {}).items()})
     flags = [flag for flag in ESSENTIAL_FLAGS if flag != "scheme_options"]

@@ -44,7 +44,8 @@ class TrainConfig:
     gf_radius: int = 0  # gradient filter patch size (0: off)
     gf_blocks: int = 0  # blocks filtered (0 when off)
     block_range: str = ""  # block_range_training's "FIRST:STOP" ("" for other schemes)
-    val_fraction: float = 0.0  # share of the training split held out for validation (0: none)
+    validation: str = "none"  # the validation split: "fresh" (the dataset's own), "carved" (val_fraction of train), "none"
+    val_fraction: float = 0.0  # share of the training split held out for validation (0 unless carved)
     energy_meter: str = "auto"  # energy.py's reader: none, auto, rapl, ina3221, nvml
     memory_budget_mb: float = 0.0  # elastic_training, sparse_update_training: the allocator's step peak (0: none)
     test_every_epoch: bool = False  # the original's per-epoch test curve (else: validation per epoch, test at the end)

@@ -62,7 +62,7 @@ def recorded_defaults(saved: dict, parser: argparse.ArgumentParser, path: str, r
     setting no flag sets."""
     if not isinstance(saved, dict):
         raise UserError(f"--config {path} is not a run's configuration (a JSON object of settings)")
-    saved = {**checkpoints.LATER_FLAGS, **saved}  # settings older runs did not record had these values
+    saved = checkpoints.with_later_flags(saved)  # settings older runs did not record, at the values they had
     # Worked out from the others, not chosen: worked out again (a replay with --batch_size 8 needs
     # another profile; a new run gets its own name), unless given.
     derived = profile_tables.profile_name(saved.get("model_name"), saved.get("input_size"), saved.get("num_classes"),
@@ -141,11 +141,16 @@ def build_parser() -> argparse.ArgumentParser:
               "by this project (e.g. --save_model of a run on embedded_shapes_source)")
     flag("--data_dir", default=None,
          help="TFDS data dir (default ~/tensorflow_datasets); the root folder for image_folder")
+    flag("--validation", choices=data.VALIDATION_MODES, default="auto",
+         help="the validation split: each epoch is evaluated on it, and after the last epoch the test "
+              "set is evaluated on the final weights and on the epoch of best validation accuracy's. "
+              "fresh: the dataset's own, images in neither train nor test (the embedded targets render "
+              "20 new ones a class; an image_folder may have ROOT/validation/<class>/); carved: "
+              "--val_fraction of the training split; none: no validation; auto: fresh when the dataset "
+              "has one, else carved (none when --val_fraction is 0)")
     flag("--val_fraction", type=float, default=data.DEFAULT_VAL_FRACTION,
-         help="share of the training split held out as a validation split (the same examples for "
-              "every seed): each epoch is evaluated on it, and after the last epoch the test set is "
-              "evaluated on the final weights and on the epoch of best validation accuracy's; 0: no "
-              "validation split, train on all of it")
+         help="share of the training split held out as the carved validation split (the same examples "
+              "for every seed); 0: no validation split, train on all of it")
     flag("--test_every_epoch", type=str2bool, nargs="?", const=True, default=False,
          help="also evaluate the test set after every epoch, as the original does, for its per-epoch "
               "test curve and its best-over-epochs accuracy (true/false). Off, the test set is "
@@ -305,7 +310,8 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     gradient_filter = (radius, args.gf_blocks if radius else 0)
     fields = {field.name for field in dataclasses.fields(TrainConfig)}
     own_fields = {name: value for name, value in own.items() if name in fields and value is not None}
-    data.check_val_fraction(args.val_fraction)
+    validation, val_fraction = data.resolve_validation(args.validation, args.val_fraction, args.dataset_name,
+                                                       args.data_dir)
     models.check_input_size(args.model_name, args.input_size)
     num_classes = data.resolve_num_classes(args.dataset_name, args.num_classes, args.data_dir)
     run_name = requested_run_name(args)
@@ -328,7 +334,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         probe_batches=args.probe_batches, logdir=args.logdir, recalibrate=args.recalibrate,
         bn_mode=args.bn_mode, rho_mode=args.rho_mode, reference_steps=args.reference_steps,
         checkpoint_every=args.checkpoint_every, checkpoint_seconds=args.checkpoint_seconds,
-        gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1], val_fraction=args.val_fraction,
+        gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1], validation=validation, val_fraction=val_fraction,
         energy_meter=args.energy_meter, memory_budget_mb=args.memory_budget_mb, test_every_epoch=args.test_every_epoch,
         scheme_options={name: value for name, value in own.items() if name not in fields}, **own_fields)
 
@@ -499,7 +505,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                   seed=config.seed, val_fraction=config.val_fraction)
     test_data = data.load(config.dataset_name, "test", config.batch_size, config.input_size, config.data_dir)
     val_data = (data.load(config.dataset_name, data.VALIDATION, config.batch_size, config.input_size,
-                          config.data_dir, val_fraction=config.val_fraction) if config.val_fraction > 0 else None)
+                          config.data_dir, val_fraction=config.val_fraction) if config.validation != "none" else None)
     steps_per_epoch = data.steps_per_epoch(config.dataset_name, config.batch_size, config.data_dir,
                                            config.val_fraction)
     if steps_per_epoch < 1:

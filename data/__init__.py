@@ -55,6 +55,9 @@ DATASETS: Dict[str, DatasetSpec] = {
                                    "embedded offline fine-grained task, 64 classes (generated)"),
     "embedded_shapes_source": DatasetSpec("embedded_shapes/source", (),
                                           "embedded offline pre-training task, 100 classes"),
+    **{f"embedded_shapes_seed{seed}": DatasetSpec(f"embedded_shapes/{embedded_shapes.target_config_name(seed)}", (),
+                                                  f"embedded_shapes drawn with task seed {seed}")
+       for seed in embedded_shapes.TASK_SEEDS if seed},
     "embedded_parts": DatasetSpec("embedded_parts/target", (),
                                   "embedded offline label-space task: 64 species, new arrangements of the "
                                   "source's parts, colours and textures (generated)"),
@@ -64,10 +67,15 @@ DATASETS: Dict[str, DatasetSpec] = {
                                                  f"embedded_parts drawn with task seed {seed}")
        for seed in embedded_parts.TASK_SEEDS if seed},
     "image_folder": DatasetSpec("", (), "your own photos: --data_dir ROOT with "
-                                        "ROOT/train/<class>/*.jpg and ROOT/test/<class>/*.jpg"),
+                                        "ROOT/train/<class>/*.jpg and ROOT/test/<class>/*.jpg "
+                                        "(and optionally ROOT/validation/<class>/*.jpg)"),
 }
-SPLITS = ("train", "test")  # the splits a dataset provides
-VALIDATION = "validation"  # carved from "train" by held_out(); never a file of its own
+SPLITS = ("train", "test")  # the splits every dataset provides
+# A validation split is either carved from "train" by held_out() (--validation carved) or one the
+# dataset stores itself, of images in neither train nor test (--validation fresh): the embedded
+# targets render new ones; an image folder may hold ROOT/validation/<class>/.
+VALIDATION = "validation"
+VALIDATION_MODES = ("auto", "fresh", "carved", "none")
 DEFAULT_VAL_FRACTION = 0.1
 
 
@@ -99,7 +107,8 @@ def _builder(dataset_name: str, data_dir: Optional[str]) -> tfds.core.DatasetBui
         if missing:
             raise UserError(f"--data_dir {data_dir} has no {' or '.join(missing)} folder; "
                             f"expected ROOT/train/<class>/<image> and ROOT/test/<class>/<image>")
-        empty = [f"{split}/{name}" for split in SPLITS for name in sorted(os.listdir(os.path.join(data_dir, split)))
+        present = SPLITS + ((VALIDATION,) if os.path.isdir(os.path.join(data_dir, VALIDATION)) else ())
+        empty = [f"{split}/{name}" for split in present for name in sorted(os.listdir(os.path.join(data_dir, split)))
                  if os.path.isdir(os.path.join(data_dir, split, name))
                  and not os.listdir(os.path.join(data_dir, split, name))]
         if empty:
@@ -189,6 +198,36 @@ def check_val_fraction(val_fraction: float) -> None:
                         f"for validation; 0: none), got {val_fraction}")
 
 
+def stored_splits(dataset_name: str, data_dir: Optional[str] = None) -> Tuple[str, ...]:
+    """The splits a dataset stores; for an embedded dataset not generated yet, those it will."""
+    builder = _builder(dataset_name, data_dir)
+    if not isinstance(builder, tfds.folder_dataset.ImageFolder) and not builder.is_prepared() and isinstance(
+            builder, (embedded_parts.EmbeddedParts, embedded_shapes.EmbeddedShapes)):
+        return tuple(embedded_shapes.split_sizes(builder.builder_config))
+    return tuple(builder.info.splits.keys())  # a known TFDS dataset's metadata holds them before its download
+
+
+def resolve_validation(mode: str, val_fraction: float, dataset_name: str,
+                       data_dir: Optional[str] = None) -> Tuple[str, float]:
+    """The validation split a run uses, "fresh", "carved" or "none", and the share of the training
+    split carved out for it (0 unless carved). `mode` "auto": the dataset's own validation split
+    when it has one, else `val_fraction` of the training split; `val_fraction` 0: none."""
+    check_val_fraction(val_fraction)
+    if mode not in VALIDATION_MODES:
+        raise UserError(f"--validation must be one of {', '.join(VALIDATION_MODES)}, got {mode!r}")
+    fresh = VALIDATION in stored_splits(dataset_name, data_dir)
+    if mode == "auto":
+        mode = "none" if val_fraction == 0 else "fresh" if fresh else "carved"
+    if mode == "fresh" and not fresh:
+        where = (f"add {data_dir}/{VALIDATION}/<class>/<image> folders" if get_spec(dataset_name).tfds_name == ""
+                 else "the embedded datasets have one")
+        raise UserError(f"--validation fresh: {dataset_name} has no validation split of its own ({where}); "
+                        f"use --validation carved to hold out --val_fraction of its training split")
+    if mode == "carved" and val_fraction == 0:
+        raise UserError("--validation carved needs --val_fraction > 0 (the share of the training split held out)")
+    return mode, (val_fraction if mode == "carved" else 0.0)
+
+
 def _examples(dataset_name: str, split: str, input_size: int, data_dir: Optional[str],
               training: bool, seed: int, same_file_order: bool = False,
               val_fraction: float = 0.0) -> Tuple[tf.data.Dataset, int, bool]:
@@ -197,14 +236,14 @@ def _examples(dataset_name: str, split: str, input_size: int, data_dir: Optional
     (seeded) order, so the order of examples depends on the seed only, not on how many
     iterations came before in this process. With `val_fraction` > 0, "train" and "validation"
     are the two disjoint parts of the stored training split (held_out), read in its stored order
-    so that the carve is the same for every seed."""
+    so that the carve is the same for every seed; with 0, "validation" is the dataset's own."""
     if split not in SPLITS + (VALIDATION,):
         raise UserError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS + (VALIDATION,))}")
     check_val_fraction(val_fraction)
-    if split == VALIDATION and val_fraction <= 0:
-        raise UserError("the validation split needs --val_fraction > 0")
     builder = prepare(dataset_name, data_dir)
-    stored = "train" if split == VALIDATION else split
+    if split == VALIDATION and val_fraction <= 0 and VALIDATION not in builder.info.splits:
+        raise UserError(f"{dataset_name} has no validation split of its own: carve one with --val_fraction > 0")
+    stored = "train" if split == VALIDATION and val_fraction > 0 else split
     carve = stored == "train" and val_fraction > 0
     dataset = builder.as_dataset(split=stored, shuffle_files=training and not carve, as_supervised=True,
                                  read_config=tfds.ReadConfig(shuffle_seed=seed,
@@ -245,7 +284,8 @@ def load(dataset_name: str, split: str, batch_size: int, input_size: int,
 
     Args:
         dataset_name: a key of DATASETS.
-        split: "train", "validation" (the held-out part of the training split) or "test".
+        split: "train", "validation" (the held-out part of the training split, or the dataset's
+            own validation split when val_fraction is 0) or "test".
         batch_size: examples per batch (training batches drop the remainder so every
             step has the profiled batch shape).
         input_size: images are resized to input_size x input_size.

@@ -8,11 +8,16 @@ it locally (no download) in TFDS's data dir. Configs:
   the pre-training task, standing in for ImageNet.
 - `target`: 64 classes (8 genera x 8 species, disjoint genera), 40 train + 40 test each:
   the fine-grained fine-tuning task, standing in for CUB-200 (about 30 train images a class).
+- `target_seed1`: the same design drawn with another task seed: 8 other genera (neither the
+  source's nor `target`'s), the same source, so one pre-trained backbone serves both.
+
+Each target config has a `validation` split of 20 new images a class, drawn from a random stream
+of its own, so `target`'s train and test images are those of 1.0.0.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import tensorflow_datasets as tfds
 
@@ -24,7 +29,8 @@ class EmbeddedShapesConfig(tfds.core.BuilderConfig):
     """One task of the embedded dataset; everything that shapes its bytes is here."""
 
     task: str = "target"  # "source" or "target"
-    seed: int = 0
+    seed: int = 0  # draws the taxonomy and the instances
+    task_seed: int = 0  # another draw of the target's classes (the source's stay)
     image_size: int = 64
     train_per_class: int = 40
     test_per_class: int = 40
@@ -33,12 +39,29 @@ class EmbeddedShapesConfig(tfds.core.BuilderConfig):
     source_species: int = 5
     target_genera: int = 8
     target_species: int = 8
+    validation_per_class: int = 0  # new images a class in a "validation" split (0: no such split)
 
     def species(self) -> List[shapes_render.Species]:
         source, target = shapes_render.make_taxonomy(
             self.seed, self.source_genera, self.source_species, self.target_genera,
-            self.target_species)
+            self.target_species, self.task_seed)
         return source if self.task == "source" else target
+
+
+TASK_SEEDS = (0, 1)  # target configs: "target" (seed 0), "target_seed1"
+
+
+def target_config_name(task_seed: int) -> str:
+    return "target" if task_seed == 0 else f"target_seed{task_seed}"
+
+
+def split_sizes(config) -> Dict[str, int]:
+    """Images a class in each split an embedded builder's config has (its train_per_class,
+    test_per_class and validation_per_class)."""
+    sizes = {"train": config.train_per_class, "test": config.test_per_class}
+    if config.validation_per_class:
+        sizes["validation"] = config.validation_per_class
+    return sizes
 
 
 def _class_name(species: shapes_render.Species) -> str:
@@ -51,13 +74,18 @@ def _class_name(species: shapes_render.Species) -> str:
 class EmbeddedShapes(tfds.core.GeneratorBasedBuilder):
     """Procedural fine-grained "species" images, generated locally and deterministically."""
 
-    VERSION = tfds.core.Version("1.0.0")
-    RELEASE_NOTES = {"1.0.0": "First release."}
+    VERSION = tfds.core.Version("1.1.0")
+    RELEASE_NOTES = {"1.0.0": "First release.",
+                     "1.1.0": "Target configs: a validation split of 20 new images a class; a second draw "
+                              "(target_seed1). Train and test of source and target unchanged."}
     BUILDER_CONFIGS = [
         EmbeddedShapesConfig(name="source", task="source", train_per_class=100, test_per_class=10,
                              description="Pre-training task: 100 classes, disjoint from target."),
-        EmbeddedShapesConfig(name="target", task="target", train_per_class=40, test_per_class=40,
-                             description="Fine-grained target task: 64 classes in 8 genera."),
+    ] + [
+        EmbeddedShapesConfig(name=target_config_name(seed), task="target", task_seed=seed, train_per_class=40,
+                             test_per_class=40, validation_per_class=20,
+                             description=f"Fine-grained target task (task seed {seed}): 64 classes in 8 genera.")
+        for seed in TASK_SEEDS
     ]
 
     def _info(self) -> tfds.core.DatasetInfo:
@@ -74,14 +102,14 @@ class EmbeddedShapes(tfds.core.GeneratorBasedBuilder):
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager):
         del dl_manager  # nothing to download
-        return {"train": self._generate_examples("train"), "test": self._generate_examples("test")}
+        return {split: self._generate_examples(split) for split in split_sizes(self.builder_config)}
 
     def _generate_examples(self, split: str) -> Iterator[Tuple[str, dict]]:
         config: EmbeddedShapesConfig = self.builder_config
-        per_class = config.train_per_class if split == "train" else config.test_per_class
+        per_class = split_sizes(config)[split]
         for label, species in enumerate(config.species()):
             for instance in range(per_class):
                 index = label * per_class + instance
-                rng = shapes_render.instance_rng(config.seed, config.task, split, index)
+                rng = shapes_render.instance_rng(config.seed + 1000 * config.task_seed, config.task, split, index)
                 image = shapes_render.render(species, config.image_size, rng)
                 yield f"{label:04d}_{instance:05d}", {"image": image, "label": label}

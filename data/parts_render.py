@@ -300,6 +300,6 @@ def render(creature: Species, size: int, rng: np.random.Generator) -> np.ndarray
 def instance_rng(seed: int, task: str, split: str, index: int) -> np.random.Generator:
     """Independent, reproducible random stream for one image (order-free, so splits can't collide)."""
     task_id = {"source": 11, "target": 12}[task]
-    split_id = {"train": 1, "test": 2}[split]
+    split_id = {"train": 1, "test": 2, "validation": 3}[split]
     return np.random.default_rng([seed, task_id, split_id, index])
 

@@ -53,13 +53,16 @@ def _genera(rng: np.random.Generator) -> List[Tuple[int, int, int, int]]:
 
 
 def make_taxonomy(seed: int, source_genera: int, source_species: int, target_genera: int,
-                  target_species: int) -> Tuple[List[Species], List[Species]]:
+                  target_species: int, task_seed: int = 0) -> Tuple[List[Species], List[Species]]:
     """Source and target species lists; their genera are disjoint.
 
     Args:
         seed: taxonomy seed (the same seed gives the same classes).
         source_genera, source_species: genera in the source task and species per genus.
         target_genera, target_species: the same for the target task.
+        task_seed: another draw of the target task (0: the first). The source stays the same
+            (a backbone pre-trained on it serves every draw); the target's genera are drawn from
+            those neither the source nor the first draw uses, its species' colours afresh.
 
     Returns:
         (source_species_list, target_species_list), class index = list position.
@@ -69,7 +72,7 @@ def make_taxonomy(seed: int, source_genera: int, source_species: int, target_gen
     if source_genera + target_genera > len(genera):
         raise ValueError(f"at most {len(genera)} genera exist")
 
-    def species_of(genus: Tuple[int, int, int, int], count: int) -> List[Species]:
+    def species_of(genus: Tuple[int, int, int, int], count: int, rng: np.random.Generator) -> List[Species]:
         chosen: set = set()
         while len(chosen) < count:
             colours = rng.choice(len(PALETTE), size=3, replace=False)
@@ -78,9 +81,16 @@ def make_taxonomy(seed: int, source_genera: int, source_species: int, target_gen
             chosen.add(tuple(int(c) for c in colours))
         return [Species(*genus, *colours) for colours in sorted(chosen)]
 
-    target = [s for g in genera[:target_genera] for s in species_of(g, target_species)]
+    target = [s for g in genera[:target_genera] for s in species_of(g, target_species, rng)]
     source = [s for g in genera[target_genera:target_genera + source_genera]
-              for s in species_of(g, source_species)]
+              for s in species_of(g, source_species, rng)]
+    if task_seed:
+        unused = genera[target_genera + source_genera:]
+        if target_genera > len(unused):
+            raise ValueError(f"only {len(unused)} genera are left for another draw of the target")
+        draw = np.random.default_rng([seed, task_seed, 2026])
+        target = [s for i in sorted(draw.choice(len(unused), size=target_genera, replace=False))
+                  for s in species_of(unused[int(i)], target_species, draw)]
     return source, target
 
 
@@ -206,5 +216,5 @@ def render(species: Species, size: int, rng: np.random.Generator) -> np.ndarray:
 def instance_rng(seed: int, task: str, split: str, index: int) -> np.random.Generator:
     """Independent, reproducible random stream for one image (order-free, so splits can't collide)."""
     task_id = {"source": 1, "target": 2}[task]
-    split_id = {"train": 1, "test": 2}[split]
+    split_id = {"train": 1, "test": 2, "validation": 3}[split]
     return np.random.default_rng([seed, task_id, split_id, index])

@@ -18,6 +18,7 @@ import functools
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from experiments.ray_node import sha256_of as file_sha256  # (standard library o
 from experiments.runner import add_distribution_flags, distribution, train_all
 from experiments.sharding import load_manifests, nominal_cost, record, report, select
 from experiments.study_plans import (PLANS, PROTOCOLS, REGIME_BLOCK_RANGES, TASKS, Run, plan_runs, profiler_arguments,
-                                     require_backbone, study_key)
+                                     require_backbone, study_key, validation_flags)
 from utils import UserError, atomic_write_json, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,7 +58,7 @@ def main_arguments(model_name: str, run: Run, logdir: str) -> List[str]:
                  "--num_epochs", str(protocol["num_epochs"]), "--interval", str(protocol["interval"]),
                  "--weights", weights, "--bn_mode", run.bn_mode or protocol["bn_mode"],
                  "--train_type", run.train_type, "--seed", str(run.seed),
-                 "--logdir", logdir, "--run_name", run.name, "--val_fraction", str(protocol["val_fraction"]),
+                 "--logdir", logdir, "--run_name", run.name, *validation_flags(protocol),
                  "--reference_steps", str(REFERENCE_STEPS)]  # the tables' live step ratio
     if protocol.get("test_every_epoch"):  # the shapes studies select on test: they need each epoch's
         arguments += ["--test_every_epoch", "true"]
@@ -96,6 +97,41 @@ def check_one_backbone(out_dir: str, sha256: str, weights: str) -> None:
                         f"back the backbone they were made from")
 
 
+PROTOCOL_FLAGS = ("--dataset_name", "--input_size", "--batch_size", "--num_epochs", "--interval")
+
+
+def protocol_of(arguments: Sequence[str]) -> Dict[str, str]:
+    """The settings of a run's main.py flags that every run of a plan shares: the task, the
+    input, the batch, the schedule and the validation split ("fresh", "carved F" or "none"; a
+    command without --val_fraction predates it and had none)."""
+    values = dict(zip(arguments, list(arguments[1:]) + [""]))
+    settings = {flag: values.get(flag, "") for flag in PROTOCOL_FLAGS}
+    carved = float(values.get("--val_fraction") or 0)
+    settings["validation"] = values.get("--validation") or (f"carved {carved:g}" if carved > 0 else "none")
+    return settings
+
+
+def check_one_protocol(out_dir: str, model_name: str) -> None:
+    """UserError when results already in `out_dir` were made under another protocol (e.g. a
+    validation split carved from the training images where the protocol now has the dataset's
+    own): their table would compare runs that trained and selected on different data."""
+    current = protocol_of(main_arguments(model_name, Run("full_training", 0), "logs"))
+    for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
+        with open(path) as handle:
+            command = json.load(handle).get("command", "")
+        if not command:
+            continue
+        saved = protocol_of(shlex.split(command))
+        differences = [f"{flag} {saved[flag] or '-'} (now {current[flag]})" for flag in current
+                       if saved[flag] != current[flag]]
+        if differences:
+            folder = os.path.relpath(out_dir, ROOT)
+            raise UserError(f"{folder} holds results made under another protocol ({os.path.basename(path)}: "
+                            f"{', '.join(differences)}); a table over both would compare runs trained or selected "
+                            f"on different data. Move them aside (mv {folder} {folder}_earlier_protocol) to start "
+                            f"the plan afresh")
+
+
 def run_costs(model_name: str, runs: Sequence[Run]) -> Dict[str, float]:
     """Each run's nominal cost (experiments/sharding.py): what the shards balance."""
     protocol = PROTOCOLS[model_name]
@@ -121,6 +157,8 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool,
     print(f"study {plan} for {model_name}: {len(runs)} runs, {len(runs) - len(todo)} done, "
           f"{len(todo)} to go; results in {os.path.relpath(out_dir, ROOT)}")
     backbone_sha256 = None
+    if todo and not dry_run:
+        check_one_protocol(out_dir, model_name)
     if any(not run.weights for run in todo) and not dry_run:
         backbone_sha256 = file_sha256(require_backbone(model_name, "the study"))
         check_one_backbone(out_dir, backbone_sha256, PROTOCOLS[model_name]["weights"])

@@ -97,6 +97,9 @@ CASES = {
     "corrupt profile JSON": (lambda w, t: (w / "bad.json").write_text('{"tensors": [') and
                              main_flags("--train_type", "elastic_training", "--profile", "bad.json"),
                              "is not valid JSON (truncated or corrupt?)"),
+    "fresh validation the dataset lacks": (lambda w, t: main_flags("--dataset_name", "embedded_shapes_source",
+                                                                    "--validation", "fresh"),
+                                            "has no validation split of its own"),
     "classes contradict the dataset": (lambda w, t: main_flags("--num_classes", "10"),
                                        "--num_classes 10 contradicts embedded_shapes, which has 64"),
     "batch larger than the training split": (lambda w, t: main_flags("--batch_size", "5000"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import itertools
 import time
 
 import numpy as np
@@ -99,8 +100,62 @@ def test_validation_is_carved_from_train_the_same_for_every_seed(tfds_dir):
     assert len(trained) == 2304 and not trained & set(validation)
     with pytest.raises(UserError, match="--val_fraction must be in"):
         data.load("embedded_shapes", "validation", 32, 16, tfds_dir, val_fraction=1.0)
+
+
+def _digests(dataset) -> dict:
+    return {hashlib.sha256(image.numpy().tobytes()).hexdigest(): int(label)
+            for images, labels in dataset for image, label in zip(images, labels)}
+
+
+@pytest.mark.slow
+def test_fresh_validation_is_new_images_of_every_class(tfds_dir):
+    """The embedded target's own validation split: 20 new images a class, in neither train nor
+    test, and the run trains on every training image."""
+    load = lambda split: _digests(data.load("embedded_shapes", split, 128, 64, tfds_dir, training=False))  # noqa: E731
+    validation, train, test = load("validation"), load("train"), load("test")
+    assert len(validation) == 64 * 20 and np.bincount(list(validation.values())).tolist() == [20] * 64
+    assert not set(validation) & set(train) and not set(validation) & set(test)
+    assert data.stored_splits("embedded_shapes", tfds_dir) == ("train", "test", "validation")
+    assert data.resolve_validation("auto", 0.1, "embedded_shapes", tfds_dir) == ("fresh", 0.0)
+    assert data.steps_per_epoch("embedded_shapes", 32, tfds_dir) == 2560 // 32
+
+
+def test_validation_modes_resolve_or_say_what_to_do(tmp_path):
+    # not generated yet: the splits its builder will write
+    assert data.stored_splits("embedded_parts", str(tmp_path)) == ("train", "test", "validation")
+    assert data.stored_splits("embedded_parts_source", str(tmp_path)) == ("train", "test")
+    assert data.resolve_validation("auto", 0.1, "embedded_parts", str(tmp_path)) == ("fresh", 0.0)
+    assert data.resolve_validation("auto", 0.0, "embedded_parts", str(tmp_path)) == ("none", 0.0)
+    assert data.resolve_validation("carved", 0.2, "embedded_parts", str(tmp_path)) == ("carved", 0.2)
+    assert data.resolve_validation("none", 0.2, "embedded_parts", str(tmp_path)) == ("none", 0.0)
+    assert data.resolve_validation("auto", 0.1, "embedded_parts_source", str(tmp_path)) == ("carved", 0.1)
     with pytest.raises(UserError, match="needs --val_fraction > 0"):
-        data.load("embedded_shapes", "validation", 32, 16, tfds_dir)
+        data.resolve_validation("carved", 0.0, "embedded_parts", str(tmp_path))
+    with pytest.raises(UserError, match="has no validation split of its own.*--validation carved"):
+        data.resolve_validation("fresh", 0.1, "embedded_parts_source", str(tmp_path))
+    with pytest.raises(UserError, match="--val_fraction must be in"):
+        data.resolve_validation("auto", 1.5, "embedded_parts", str(tmp_path))
+
+
+# The first two train and test images of three targets as generated before the validation split
+# existed (embedded_parts 8.0.0, embedded_shapes 1.0.0): adding it changed none of their bytes.
+EARLIER_BYTES = {
+    "embedded_parts/target": ("670e43b288344bc3", "84e0262d881c2f49", "09beee85cb56cdec", "a9f4a1a2cbc88031"),
+    "embedded_parts/target_seed1": ("5f7a43280e03eb5f", "e79a0ab93435de8c", "604358f32745a1c3", "8062bcc5abc22d4b"),
+    "embedded_shapes/target": ("5040556cb8124811", "6a276b60b4f5c4d9", "30a706f07bbe74a4", "5f3054599b03f51f"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EARLIER_BYTES))
+def test_train_and_test_images_are_those_before_the_validation_split(name, tmp_path):
+    builder = tfds.builder(name, data_dir=str(tmp_path))
+    digests = tuple(hashlib.sha256(example["image"].tobytes()).hexdigest()[:16]
+                    for split in ("train", "test")
+                    for _, example in itertools.islice(builder._generate_examples(split), 2))
+    assert digests == EARLIER_BYTES[name]
+    fresh = {hashlib.sha256(example["image"].tobytes()).hexdigest()[:16]
+             for _, example in itertools.islice(builder._generate_examples("validation"), 2)}
+    assert len(fresh) == 2 and not fresh & set(digests)
 
 
 def test_no_pipeline_autotunes(tfds_dir):
@@ -132,6 +187,16 @@ def test_source_and_target_tasks_are_disjoint():
     assert not {genus(s) for s in source} & {genus(s) for s in target}
     # fine-grained: every target genus holds 8 species that differ only in colours
     assert sorted(np.unique([genus(s) for s in target], axis=0, return_counts=True)[1]) == [8] * 8
+
+
+def test_a_second_draw_of_the_shapes_target_keeps_the_source_and_its_design():
+    source, target = shapes_render.make_taxonomy(0, 20, 5, 8, 8)
+    same_source, second = shapes_render.make_taxonomy(0, 20, 5, 8, 8, task_seed=1)
+    genus = lambda s: (s.shape, s.pattern, s.frequency, s.part)  # noqa: E731
+    assert same_source == source and len(set(second)) == 64
+    assert not {genus(s) for s in second} & ({genus(s) for s in source} | {genus(s) for s in target})
+    assert sorted(np.unique([genus(s) for s in second], axis=0, return_counts=True)[1]) == [8] * 8
+    assert data.num_classes("embedded_shapes_seed1") == 64
 
 
 def _tiny_config(seed: int) -> embedded_shapes.EmbeddedShapesConfig:
@@ -184,8 +249,26 @@ def test_image_folder_dataset(tmp_path):
                 pixels = tf.random.uniform((20 + index, 30, 3), 0, 255, tf.int32, seed=index)
                 (folder / f"{index}.png").write_bytes(tf.io.encode_png(tf.cast(pixels, tf.uint8)).numpy())
     assert data.num_classes("image_folder", str(tmp_path)) == 2
+    assert data.resolve_validation("auto", 0.1, "image_folder", str(tmp_path)) == ("carved", 0.1)  # none of its own
     images, labels = next(iter(data.load("image_folder", "test", 4, 32, str(tmp_path))))
     assert images.shape == (4, 32, 32, 3) and set(labels.numpy()) <= {0, 1}
+
+
+def test_image_folder_with_a_validation_folder_validates_on_it(tmp_path):
+    for split, count in (("train", 3), ("test", 2), ("validation", 2)):
+        for label in ("cat", "dog"):
+            folder = tmp_path / split / label
+            folder.mkdir(parents=True)
+            for index in range(count):
+                pixels = tf.random.uniform((24, 24, 3), 0, 255, tf.int32, seed=index + 10 * len(split))
+                (folder / f"{index}.png").write_bytes(tf.io.encode_png(tf.cast(pixels, tf.uint8)).numpy())
+    root = str(tmp_path)
+    assert data.resolve_validation("auto", 0.1, "image_folder", root) == ("fresh", 0.0)
+    labels = np.concatenate([y.numpy() for _, y in data.load("image_folder", "validation", 8, 16, root)])
+    assert sorted(labels) == [0, 0, 1, 1]
+    (tmp_path / "validation" / "bird").mkdir()
+    with pytest.raises(UserError, match="validation/bird hold no images"):
+        data.load("image_folder", "validation", 8, 16, root)
 
 
 def test_image_folder_needs_its_splits(tmp_path):

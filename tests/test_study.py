@@ -37,7 +37,10 @@ def test_every_planned_run_parses_with_the_real_cli(protocol, key):
             assert args.train_type == run.train_type and args.seed == run.seed and args.run_name == run.name
             assert args.model_name == "mobilenetv2"
             assert args.dataset_name == study_plans.PROTOCOLS[key]["dataset_name"]
-            assert args.val_fraction == study_plans.PROTOCOLS[key]["val_fraction"]
+            if study_plans.PROTOCOLS[key].get("validation") == "fresh":
+                assert args.validation == "fresh"
+            else:
+                assert (args.validation, args.val_fraction) == ("auto", study_plans.PROTOCOLS[key]["val_fraction"])
             if run.rho is not None:
                 assert (args.rho, args.rho_mode) == (run.rho, run.rho_mode)
             assert args.block_range == run.block_range
@@ -125,6 +128,30 @@ def test_a_plan_refuses_to_mix_source_backbones(tmp_path):
     (tmp_path / "old_s0.json").write_text(json.dumps({"command": made}))  # from before the hash was kept
     with pytest.raises(UserError, match=r": 1 made before backbones were recorded \(e.g. old_s0.json\)"):
         study.check_one_backbone(str(tmp_path), mine, "saved_models/x.h5")
+
+
+def test_a_plan_folder_holds_one_protocol(tmp_path):
+    """Results made with a validation split carved from the training images cannot join a plan
+    whose protocol now validates on the dataset's own split (and a folder from before
+    --val_fraction existed is not refused for lacking it)."""
+    parts = study.main_arguments("parts_mobilenetv2", study_plans.Run("full_training", 1), "logs")
+    assert study.protocol_of(parts)["validation"] == "fresh"
+    (tmp_path / "a_s0.json").write_text(json.dumps({"command": "python main.py " + " ".join(parts)}))
+    study.check_one_protocol(str(tmp_path), "parts_mobilenetv2")
+    carved = [value if value != "--validation" else "--val_fraction" for value in parts]
+    carved[carved.index("--val_fraction") + 1] = "0.1"
+    (tmp_path / "b_s0.json").write_text(json.dumps({"command": "python main.py " + " ".join(carved)}))
+    with pytest.raises(UserError, match=r"another protocol \(b_s0.json: validation carved 0.1 \(now fresh\)\).*mv "):
+        study.check_one_protocol(str(tmp_path), "parts_mobilenetv2")
+    shapes = tmp_path / "shapes"
+    shapes.mkdir()
+    old = study.main_arguments("resnet50", study_plans.Run("full_training", 0), "logs")
+    assert study.protocol_of(old)["validation"] == "none"
+    old = [value for index, value in enumerate(old) if "--val_fraction" not in old[max(0, index - 1):index + 1]]
+    (shapes / "full_training_s0.json").write_text(json.dumps({"command": "python main.py " + " ".join(old)}))
+    study.check_one_protocol(str(shapes), "resnet50")
+    with pytest.raises(UserError, match=r"validation none \(now fresh\)"):  # the shapes protocol validates now
+        study.check_one_protocol(str(shapes), "mobilenetv2")
 
 
 def test_claims_plan_is_balanced_by_seed_and_covers_the_issue(protocol):
