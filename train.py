@@ -174,7 +174,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     `process_start` (time.perf_counter() when the process began) lets the summary count the
     whole process: start-up, training, evaluation, checkpoints and the final reference timing.
     """
-    loop = Loop(config, model, train_data, steps_per_epoch, outputs, profile, resume_command, meter)
+    loop = Loop(config, model, train_data, steps_per_epoch, outputs, profile, resume_command, meter, val_data)
     epoch_test = test_data if config.test_every_epoch else None
     loop.start(resume, evaluation=[data for data in (epoch_test, val_data) if data is not None],
                process_start=process_start)
@@ -209,7 +209,8 @@ class Loop:
     """The steps one run's loop is made of, and the state it carries (LoopState, checkpointed)."""
 
     def __init__(self, config: TrainConfig, model: tf.keras.Model, train_data, steps_per_epoch: int,
-                 outputs: RunOutputs, profile: Optional[Dict], resume_command: str, meter: Optional[Meter] = None):
+                 outputs: RunOutputs, profile: Optional[Dict], resume_command: str, meter: Optional[Meter] = None,
+                 val_data: Optional[tf.data.Dataset] = None):
         self.created = time.perf_counter()
         self.config, self.model, self.outputs, self.profile = config, model, outputs, profile
         self.steps_per_epoch, self.resume_command = steps_per_epoch, resume_command
@@ -217,7 +218,7 @@ class Loop:
                                     steps_per_epoch * config.num_epochs)
         self.setup.optimizer._create_all_weights(model.trainable_weights)  # slots exist, so checkpoints restore them
         self.steps = StepCache(model, self.setup.optimizer)
-        context = Context(model, self.setup, config, steps_per_epoch, train_data, profile, self.steps)
+        context = Context(model, self.setup, config, steps_per_epoch, train_data, profile, self.steps, val_data)
         self.epochs = context.train_data
         self.scheme: Scheme = SCHEMES[config.train_type](context)
         self.steps.penalty = self.scheme.penalty

@@ -16,7 +16,7 @@ from experiments.study_stats import mean_std, paired_interval, plus_minus
 
 MARGIN = 0.03  # a fixed choice counts at a budget when its measured step ratio is within this above it
 BUDGETS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-COMPARED_PREFIXES = ("elastic_training",)  # everything else in the plan is the family
+COMPARED_PREFIXES = ("elastic_training", "elastic_heldout_training")  # everything else in the plan is the family
 
 
 def final_value(summary: Dict, key: str) -> Optional[float]:
@@ -29,12 +29,13 @@ def final_value(summary: Dict, key: str) -> Optional[float]:
 
 def point(name: str, runs: Sequence[Dict]) -> Dict:
     """A config over its seeds: mean step ratio, mean final validation and test accuracy, and each
-    seed's test accuracy (by seed, for paired differences)."""
+    seed's (by seed, for paired differences)."""
     return {"config": name, "seeds": len(runs),
             "ratio": mean_std([run.get("step_time_ratio_achieved") for run in runs])[0],
             "val": mean_std([final_value(run, "val") for run in runs])[0],
             "test": mean_std([final_value(run, "test") for run in runs]),
-            "by_seed": {run.get("seed"): final_value(run, "test") for run in runs}}
+            "by_seed": {run.get("seed"): final_value(run, "test") for run in runs},
+            "val_by_seed": {run.get("seed"): final_value(run, "val") for run in runs}}
 
 
 def frontier_at(family: Sequence[Dict], budget: float) -> Optional[Dict]:
@@ -47,11 +48,12 @@ def frontier_at(family: Sequence[Dict], budget: float) -> Optional[Dict]:
     return max(fitting, key=lambda p: (p["val"], -p["ratio"]))
 
 
-def paired(scheme: Dict, member: Dict) -> str:
-    """The scheme's final test accuracy minus the member's, paired by seed, with its 95 % interval."""
-    seeds = sorted(set(scheme["by_seed"]) & set(member["by_seed"]))
-    differences = [scheme["by_seed"][s] - member["by_seed"][s] for s in seeds
-                   if scheme["by_seed"][s] is not None and member["by_seed"][s] is not None]
+def paired(scheme: Dict, member: Dict, key: str = "by_seed") -> str:
+    """The scheme's final test accuracy (key "val_by_seed": validation accuracy) minus the
+    member's, paired by seed, with its 95 % interval."""
+    seeds = sorted(set(scheme[key]) & set(member[key]))
+    differences = [scheme[key][s] - member[key][s] for s in seeds
+                   if scheme[key][s] is not None and member[key][s] is not None]
     if not differences:
         return "-"
     mean, low, high = paired_interval(differences)
@@ -74,10 +76,11 @@ def frontier_section(groups: Dict[str, List[Dict]]) -> str:
         lines.append(f"| {budget:.2f} | " + (f"{member['config']} | {member['ratio']:.2f} | {100 * member['val']:.1f} | "
                                             f"{plus_minus(member['test'], 100)} |" if member else "- | - | - | - |"))
     lines += ["", "| scheme | its step ratio | its final test acc % | frontier member at that ratio | frontier's "
-              "final test acc % | scheme minus frontier, points, paired [95 %] |", "|---|---:|---:|---|---:|---|"]
+              "final test acc % | scheme minus frontier, points, paired [95 %] | the same on validation |",
+              "|---|---:|---:|---|---:|---|---|"]
     for scheme in compared:
         member = frontier_at(family, scheme["ratio"]) if math.isfinite(scheme["ratio"]) else None
         lines.append(f"| {scheme['config']} | {scheme['ratio']:.2f} | {plus_minus(scheme['test'], 100)} | "
-                     + (f"{member['config']} | {plus_minus(member['test'], 100)} | {paired(scheme, member)} |"
-                        if member else "- | - | - |"))
+                     + (f"{member['config']} | {plus_minus(member['test'], 100)} | {paired(scheme, member)} | "
+                        f"{paired(scheme, member, 'val_by_seed')} |" if member else "- | - | - | - |"))
     return "\n".join(lines) + "\n"

@@ -253,7 +253,10 @@ def headline_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
 FRONTIER_TOPS = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # contiguous tops, exact mode
 FRONTIER_BASELINES = ("full_training", "traditional_tl_training", "bn_plus_bias_training")
 FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 0.5, "exact"),
-                     ("elastic_training", 0.7, "exact"))
+                     ("elastic_training", 0.7, "exact"),
+                     # the candidate selector (schemes/heldout.py) at the two budgets, added after the
+                     # family's runs on the design draws began and before any run of its own
+                     ("elastic_heldout_training", 0.533, "paper"), ("elastic_heldout_training", 0.7, "exact"))
 
 
 def frontier_stage_ranges(model: str) -> List[str]:

@@ -69,6 +69,7 @@ class Context:
     train_data: "data.Epochs | data.FixedEpochs"
     profile: Optional[Dict]
     steps: "StepCache"
+    validation: Optional[tf.data.Dataset] = None  # the run's validation split, when it has one
 
     def __post_init__(self):
         if isinstance(self.train_data, tf.data.Dataset):

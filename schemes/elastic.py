@@ -75,19 +75,21 @@ class ImportanceProbe:
             timed = wall_times_ms(functions, calls, block=1) if functions else []
         return [typical_ms(probed)] + timed if probed else timed
 
-    def loss_change(self, batches: Sequence) -> np.ndarray:
-        """-sum(g1 * dw0) per tensor, averaged over batches (forward order)."""
+    def loss_change(self, batches: Sequence, scored: Optional[Sequence] = None) -> np.ndarray:
+        """-sum(g1 * dw0) per tensor, averaged over batches (forward order). g1 is the gradient on
+        the batch that made the update (ElasticTrainer's), or with `scored`, on the batch of
+        `scored` at the same position: how much the update lowers the loss of other images."""
         weights = self.model.trainable_weights
         totals = np.zeros(len(weights))
         self.calls_ms = []
-        for images, labels in batches:
+        for index, (images, labels) in enumerate(batches):
             self.last_batch = (images, labels)
             with preserved_state(self.model, self.optimizer):
                 start = [w.numpy() for w in weights]
                 self.optimizer.apply_gradients(zip(self._gradients(images, labels), weights),
                                                experimental_aggregate_gradients=False)
                 deltas = [w.numpy() - s for w, s in zip(weights, start)]
-                after = self._gradients(images, labels)
+                after = self._gradients(*(scored[index] if scored is not None else (images, labels)))
                 totals -= [float(np.sum(g.numpy() * d)) for g, d in zip(after, deltas)]
         return totals / max(len(batches), 1)
 

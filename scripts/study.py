@@ -213,9 +213,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "claims: every scheme under the chosen protocol; depth: each stage of the "
                              "network trained alone, deeper static tops and the headline again, on one "
                              "backbone (mobilenetv2); frontier: a family of fixed choices (contiguous tops, "
-                             "stages and adjacent pairs of stages alone, BN+bias, TL, full) and ElasticTrainer, "
-                             "whose table sets each ElasticTrainer run beside the best fixed choice within its "
-                             "measured step ratio")
+                             "stages and adjacent pairs of stages alone, BN+bias, TL, full), ElasticTrainer and the "
+                             "candidate elastic_heldout_training, whose table sets each selective run beside the best "
+                             "fixed choice within its measured step ratio")
     parser.add_argument("--model_name", default="mobilenetv2", choices=sorted({p["model_name"] for p in PROTOCOLS.values()}))
     parser.add_argument("--task", default="shapes", choices=TASKS,
                         help="shapes: embedded_shapes (an input-level shift: new textures and colours); "
@@ -245,12 +245,41 @@ def regime_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List[D
     return section
 
 
-def frontier_appendix(groups: Dict[str, List[Dict]], rows: List[Dict]) -> str:
-    """The frontier plan's reading below its table, printed too."""
-    from experiments.study_frontier import frontier_section
+def frontier_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List[Dict]) -> str:
+    """The frontier plan's reading below its table, then what each compared scheme's selections
+    held stage by stage (from the runs' logs, where this machine has them); printed too."""
+    from experiments.study_frontier import COMPARED_PREFIXES, frontier_section
     section = frontier_section(groups)
+    compared = {name: runs for name, runs in groups.items() if name.startswith(COMPARED_PREFIXES)}
+    section += selections_appendix(model_name, "frontier", compared)
     print(section)
     return section
+
+
+def selections_appendix(model_name: str, plan: str, groups: Dict[str, List[Dict]]) -> str:
+    """Per compared config, the share of each resolution stage its selections trained, selection
+    by selection (experiments/study_selection.py), read from logs/study/.../<plan>/<run>/."""
+    from experiments.plot import Run as LoggedRun
+    from experiments.study_selection import selection_section
+    from experiments.study_plans import DEPTH_STAGES
+
+    stages = [tuple(int(v) for v in stage.split(":")) for stage in DEPTH_STAGES[PROTOCOLS[model_name]["model_name"]]]
+    labels = [f"blocks {first}-{stop}" for first, stop in stages]
+    parts, missing = [], []
+    for name, runs in sorted(groups.items()):
+        logged = []
+        for run in runs:
+            run_dir = os.path.join(logs_dir(model_name, plan), run["run_name"])
+            if not os.path.isdir(run_dir):
+                missing.append(run["run_name"])
+                continue
+            events = LoggedRun(run_dir)
+            logged.append({"masks": events.masks(), "blocks": events.blocks()})
+        if logged:
+            parts.append(selection_section(name, logged, stages, labels))
+    if missing:
+        parts.append(f"(No logs here for {len(missing)} runs, e.g. {missing[0]}: their selections are left out.)\n")
+    return ("\n" + "\n".join(parts)) if parts else ""
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -264,7 +293,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     by_depth = os.path.splitext(figure)[0] + "_depth.png"
     appendix = {"depth": functools.partial(depth_appendix, args.model_name, by_depth),  # readings below the table
                 "regime": functools.partial(regime_appendix, args.model_name),
-                "frontier": frontier_appendix}.get(args.plan)
+                "frontier": functools.partial(frontier_appendix, args.model_name)}.get(args.plan)
     planned = [run.name for run in plan_runs(args.plan, args.model_name, args.seeds)]
     finished = [os.path.basename(path)[:-5] for path in glob.glob(os.path.join(directory, "*.json"))]
     manifests = load_manifests(directory)

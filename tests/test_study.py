@@ -552,7 +552,8 @@ def test_the_frontier_plan_covers_its_family_and_tiles_the_stages(protocol):
                                                                for r in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)]
     ranges = [run.block_range for run in runs if run.block_range]
     assert ranges == ["0:4", "4:7", "7:11", "11:14", "14:19", "0:7", "4:11", "7:14", "11:19"]
-    assert "elastic_training_rho0.533_paper" in names and len(runs) == 21
+    assert "elastic_training_rho0.533_paper" in names and len(runs) == 23
+    assert names[-2:] == ["elastic_heldout_training_rho0.533_paper", "elastic_heldout_training_rho0.7_exact"]
 
 
 def test_the_frontier_is_the_best_fixed_choice_on_validation_within_the_budget():
@@ -580,4 +581,30 @@ def test_the_frontier_is_the_best_fixed_choice_on_validation_within_the_budget()
     row = next(line for line in section.splitlines() if line.startswith("| elastic_training_rho0.533_paper"))
     # beside the member within 0.50 + 0.03, paired by seed: 0.70-0.69, 0.69-0.68, 0.71-0.70 = +1.0 points
     assert "static_top_training_rho0.5_exact" in row and "+1.0" in row and "(3 seeds)" in row
+    assert row.endswith("| -1.0 [-1.0, -1.0] (3 seeds) |")  # and on validation: 0.65 - 0.66 by seed
+    groups["elastic_heldout_training_rho0.7_exact"] = runs("elastic_heldout_training_rho0.7_exact", 0.66, 0.7,
+                                                           [0.73, 0.74, 0.75])
+    section = study_frontier.frontier_section(groups)
+    assert "| elastic_heldout_training_rho0.7_exact | 0.66 |" in section  # compared with the family, not in it
+    assert "| 0.70 | block_range_training_blocks7-11 |" in section
     assert "| 0.30 | traditional_tl_training | 0.31 |" in section  # 0.31 is within 0.30 + 0.03
+
+
+def test_selections_are_read_stage_by_stage():
+    from experiments import study_selection
+
+    blocks = [("b0", 0), ("b1", 2), ("b2", 5), ("b3", 6)]  # 4 blocks, 8 tensors, then the classifier (8, 9)
+    stages = [(0, 2), (2, 3), (3, 4)]
+    bounds = study_selection.stage_tensors(blocks, stages, head=8)
+    assert bounds == [(0, 5), (5, 6), (6, 8)]
+    first = [0, 0, 0, 0, 0, 1, 1, 0, 1, 1]  # block 2 and half of block 3
+    second = [1, 0, 0, 0, 0, 0, 0, 0, 1, 1]  # the stem's first tensor: the backward pass runs to it
+    assert study_selection.stage_shares(first, bounds) == [0.0, 1.0, 0.5]
+    assert study_selection.deepest_stage(first, bounds) == 1 and study_selection.deepest_stage(second, bounds) == 0
+    assert study_selection.deepest_stage([0] * 8 + [1, 1], bounds) is None
+    runs = [{"masks": [(0, first), (40, second)], "blocks": blocks}, {"masks": [(0, second)], "blocks": blocks}]
+    profile = study_selection.selection_profile(runs, stages)
+    assert profile[0]["shares"] == [0.1, 0.5, 0.25] and profile[0]["deepest"] == [1, 0]
+    assert profile[1] == {"step": 40, "shares": [0.2, 0.0, 0.0], "deepest": [0]}
+    table = study_selection.selection_section("x", runs, stages, ["s0", "s1", "s2"])
+    assert "| 1 | 0 | 0.10 | 0.50 | 0.25 | s1, s0 |" in table

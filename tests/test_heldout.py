@@ -1,0 +1,79 @@
+"""elastic_heldout_training: ElasticTrainer's update, scored on images it was not made on."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import schemes
+import train_step
+from test_train import make_context, tiny_data, tiny_model
+from train_step import make_optimizer
+
+
+def _batches(dataset, count):
+    return [tuple(tensor.numpy() for tensor in batch) for batch in dataset.take(count)]
+
+
+def test_the_update_is_scored_on_the_other_batch():
+    """-sum(g_B(w1) * dw_A) per tensor, and to first order the loss drop the update from A gives B."""
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    setup = make_optimizer("sgd", 1e-5, 0.0, 100)  # a small step: first order holds
+    (a_images, a_labels), = tiny_data(seed=1).take(1)
+    (b_images, b_labels), = tiny_data(seed=2).take(1)
+    probe = schemes.ImportanceProbe(model, setup.optimizer)
+    scored = probe.loss_change([(a_images, a_labels)], scored=[(b_images, b_labels)])
+    own = probe.loss_change([(a_images, a_labels)])
+    assert scored.shape == own.shape and not np.allclose(scored, own)
+    np.testing.assert_array_equal(own, probe.loss_change([(a_images, a_labels)], scored=[(a_images, a_labels)]))
+    loss_b = lambda: float(train_step.classification_loss(b_labels, model(b_images, training=True)))  # noqa: E731
+    before = loss_b()
+    with train_step.preserved_state(model, setup.optimizer):
+        setup.optimizer.apply_gradients(zip(probe._gradients(a_images, a_labels), model.trainable_weights))
+        after = loss_b()
+    assert scored.sum() == pytest.approx(before - after, rel=0.05)
+
+
+def _recording(scheme):
+    calls = []
+    original = scheme.probe.loss_change
+
+    def record(batches, scored=None):
+        calls.append((batches, scored))
+        return original(batches, scored=scored)
+    scheme.probe.loss_change = record
+    return calls
+
+
+def test_it_scores_on_the_validation_split_batch_after_batch_and_resumes_there():
+    model = tiny_model()
+    validation = tiny_data(batches=3, seed=7)
+    context = make_context(model, "elastic_heldout_training")
+    context.validation = validation
+    scheme = schemes.SCHEMES["elastic_heldout_training"](context)
+    calls = _recording(scheme)
+    scheme.reselect(0)
+    scheme.reselect(4)
+    expected = [batch[0] for batch in _batches(validation, 2)]
+    assert [np.asarray(scored[0][0]).tolist() for _, scored in calls] == [e.tolist() for e in expected]
+    updates = [np.asarray(batches[0][0]) for batches, _ in calls]
+    assert not np.array_equal(updates[0], updates[1])  # each probe takes the next training probe batch
+    assert scheme.state()["held_out_position"] == 2 and scheme.probe_position == 2
+    again = schemes.SCHEMES["elastic_heldout_training"](context)
+    again.load_state(scheme.state())
+    assert again.held_out_position == 2
+    assert np.array_equal(again.scored_batches()[0][0].numpy(), _batches(validation, 3)[2][0])
+
+
+def test_without_a_validation_split_it_scores_on_the_next_training_probe_batch():
+    model = tiny_model()
+    context = make_context(model, "elastic_heldout_training")
+    scheme = schemes.SCHEMES["elastic_heldout_training"](context)
+    calls = _recording(scheme)
+    scheme.reselect(0)
+    (updates, scored), = calls
+    stream = _batches(tiny_data(), 2)  # the tiny context's probe stream: its training batches in order
+    assert np.array_equal(np.asarray(updates[0][0]), stream[0][0])
+    assert np.array_equal(np.asarray(scored[0][0]), stream[1][0])
+    assert scheme.probe_position == 2
