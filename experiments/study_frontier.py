@@ -10,7 +10,7 @@ Pure functions over the results' summaries (grouped by config name).
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Collection, Dict, List, Optional, Sequence, Set
 
 from experiments.study_stats import mean_std, paired_interval, plus_minus
 
@@ -27,12 +27,14 @@ def final_value(summary: Dict, key: str) -> Optional[float]:
     return history[-1].get("val_accuracy") if history else None
 
 
-def point(name: str, runs: Sequence[Dict]) -> Dict:
+def point(name: str, runs: Sequence[Dict], selection_seeds: Optional[Collection[int]] = None) -> Dict:
     """A config over its seeds: mean step ratio, mean final validation and test accuracy, and each
-    seed's (by seed, for paired differences)."""
+    seed's (by seed, for paired differences). With `selection_seeds`, the validation accuracy that
+    ranks it is the mean over those seeds only (the seeds every member of the family ran)."""
+    ranked = [run for run in runs if selection_seeds is None or run.get("seed") in selection_seeds]
     return {"config": name, "seeds": len(runs),
             "ratio": mean_std([run.get("step_time_ratio_achieved") for run in runs])[0],
-            "val": mean_std([final_value(run, "val") for run in runs])[0],
+            "val": mean_std([final_value(run, "val") for run in ranked])[0],
             "test": mean_std([final_value(run, "test") for run in runs]),
             "by_seed": {run.get("seed"): final_value(run, "test") for run in runs},
             "val_by_seed": {run.get("seed"): final_value(run, "val") for run in runs}}
@@ -61,12 +63,33 @@ def paired(scheme: Dict, member: Dict, key: str = "by_seed") -> str:
     return f"{100 * mean:+.1f}{interval} ({len(differences)} seeds)"
 
 
+def family_seeds(groups: Dict[str, List[Dict]]) -> Set[int]:
+    """The seeds every member of the family ran: its members are ranked on these alone, so that
+    the decisive rows' extra seeds (study.py run frontier --decisive) do not change the ranking."""
+    seeds = [{run.get("seed") for run in runs} for name, runs in groups.items() if not name.startswith(COMPARED_PREFIXES)]
+    return set.intersection(*seeds) if seeds else set()
+
+
+def split(groups: Dict[str, List[Dict]]) -> tuple:
+    """(family, compared) points of a plan's results."""
+    chosen = family_seeds(groups)
+    points = [point(name, runs, chosen) for name, runs in sorted(groups.items())]
+    return ([p for p in points if not p["config"].startswith(COMPARED_PREFIXES)],
+            [p for p in points if p["config"].startswith(COMPARED_PREFIXES)])
+
+
+def decisive_configs(groups: Dict[str, List[Dict]]) -> List[str]:
+    """The configs that decide the judgement: each compared scheme and the frontier member at its
+    measured step ratio (from the results so far)."""
+    family, compared = split(groups)
+    members = [frontier_at(family, scheme["ratio"]) for scheme in compared if math.isfinite(scheme["ratio"])]
+    return sorted({p["config"] for p in compared} | {member["config"] for member in members if member})
+
+
 def frontier_section(groups: Dict[str, List[Dict]]) -> str:
     """The frontier over a grid of budgets, and each compared scheme beside the frontier at its
     own measured step ratio (markdown)."""
-    points = [point(name, runs) for name, runs in sorted(groups.items())]
-    family = [p for p in points if not p["config"].startswith(COMPARED_PREFIXES)]
-    compared = [p for p in points if p["config"].startswith(COMPARED_PREFIXES)]
+    family, compared = split(groups)
     lines = [f"Frontier (the best fixed choice on final-epoch validation accuracy within a budget + {MARGIN}; "
              f"its final-epoch test accuracy; definition fixed before the runs):", "",
              "| budget | frontier member | its step ratio | its val acc % | its final test acc % |",

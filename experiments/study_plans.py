@@ -62,19 +62,34 @@ def selects_on_validation(protocol: Dict) -> bool:
     return protocol.get("validation") == "fresh" or protocol.get("val_fraction", 0) > 0
 
 
+# Other draws of the tasks (issue 34's judging draws): the same protocol and source backbone, the
+# target's classes drawn from another task seed. Study keys "<task>_seed<k>_<model>".
+DRAWS = {"parts_seed1": ("parts_mobilenetv2", "embedded_parts_seed1"),
+         "parts_seed2": ("parts_mobilenetv2", "embedded_parts_seed2"),
+         "shapes_seed1": ("mobilenetv2", "embedded_shapes_seed1")}
+for _task, (_base, _dataset) in DRAWS.items():
+    PROTOCOLS[f"{_task}_{PROTOCOLS[_base]['model_name']}"] = dict(PROTOCOLS[_base], dataset_name=_dataset)
+TASKS = TASKS + tuple(DRAWS)
+
+
 def study_key(task: str, model_name: str) -> str:
     """The PROTOCOLS key of a model's study on a task (UserError when there is none)."""
     key = model_name if task == "shapes" else f"{task}_{model_name}"
     if key not in PROTOCOLS:
-        have = ", ".join(f"{p['model_name']} on {k.split('_')[0] if k != p['model_name'] else 'shapes'}"
-                         for k, p in PROTOCOLS.items())
+        have = ", ".join(f"{p['model_name']} on {task_name(k)}" for k, p in PROTOCOLS.items())
         raise UserError(f"there is no {model_name} study on the {task} task; studies: {have}")
     return key
 
 
+def task_name(key: str) -> str:
+    """The task of a study key as --task names it ("shapes" for the bare model names)."""
+    model = PROTOCOLS[key]["model_name"]
+    return "shapes" if key == model else key[:-len(model) - 1]
+
+
 def task_of(key: str) -> str:
-    """The task of a study key ("shapes" for the bare model names)."""
-    return "shapes" if key == PROTOCOLS[key]["model_name"] else key.split("_")[0]
+    """The source task of a study key, whose backbone it fine-tunes ("shapes" or "parts")."""
+    return task_name(key).split("_")[0]
 CALIBRATION_LEARNING_RATES = (0.001, 0.003, 0.01)
 # Random weights usually want larger steps; the grid reaches 0.1 so that a scratch run's best rate
 # (0.03 for candidate 7) is not at its edge (a rate at the edge may be under-tuned, which would flatter criterion 1).

@@ -132,6 +132,23 @@ def check_one_protocol(out_dir: str, model_name: str) -> None:
                             f"the plan afresh")
 
 
+def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str) -> List[Run]:
+    """The runs of the frontier plan that decide its judgement (each compared scheme and the
+    frontier member at its measured step ratio, from the results in `out_dir`), for more seeds."""
+    from experiments.study_frontier import decisive_configs
+    from experiments.study_table import load_results
+
+    if plan != "frontier":
+        raise UserError(f"--decisive goes with the frontier plan, not {plan}")
+    groups = load_results(out_dir) if os.path.isdir(out_dir) else {}
+    if not groups:
+        raise UserError(f"--decisive needs the frontier plan's results first (none in {os.path.relpath(out_dir, ROOT)}): "
+                        f"run it without --decisive")
+    chosen = set(decisive_configs(groups))
+    print(f"decisive configs: {', '.join(sorted(chosen))}")
+    return [run for run in runs if run.config_name in chosen]
+
+
 def run_costs(model_name: str, runs: Sequence[Run]) -> Dict[str, float]:
     """Each run's nominal cost (experiments/sharding.py): what the shards balance."""
     protocol = PROTOCOLS[model_name]
@@ -147,6 +164,8 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool,
     shard = distribution(options)
     runs = plan_runs(plan, model_name, seeds)
     out_dir, log_root = results_dir(model_name, plan), logs_dir(model_name, plan)
+    if getattr(options, "decisive", False):
+        runs = decisive_runs(plan, runs, out_dir)
     python = sys.executable
     mine = set(select([run.name for run in runs], run_costs(model_name, runs), shard,
                       {run.name: f"seed {run.seed}" for run in runs} if options.shard_by == "seed" else None))
@@ -220,9 +239,15 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--task", default="shapes", choices=TASKS,
                         help="shapes: embedded_shapes (an input-level shift: new textures and colours); "
                              "parts: embedded_parts (a label-space shift: new arrangements of known parts, "
-                             "the paper's regime); results go to results/study/[<task>_]<model>_<input>/")
+                             "the paper's regime); parts_seed1, parts_seed2, shapes_seed1: the same tasks' "
+                             "classes drawn from other task seeds (the same protocol and backbone); results go "
+                             "to results/study/[<task>_]<model>_<input>/")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the claims and depth plans")
     parser.add_argument("--dry_run", action="store_true", help="print the commands, train nothing")
+    parser.add_argument("--decisive", action="store_true",
+                        help="run frontier: only the rows that decide its judgement, each compared scheme and the "
+                             "frontier member at its measured step ratio (from the results so far), e.g. for "
+                             "--seeds 3 4 after the plan ran seeds 0-2")
     add_distribution_flags(parser, by_seed=True)
     parser.add_argument("--output", default=None,
                         help="table: markdown file to write (default: results/study/<model>_<input>/"

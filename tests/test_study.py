@@ -20,12 +20,12 @@ from utils import UserError  # noqa: E402
 
 @pytest.fixture
 def protocol(monkeypatch):
-    for key in ("mobilenetv2", "parts_mobilenetv2"):
+    for key in ("mobilenetv2", "parts_mobilenetv2", "shapes_seed1_mobilenetv2"):
         monkeypatch.setitem(study_plans.PROTOCOLS[key], "learning_rate", 0.01)
         monkeypatch.setitem(study_plans.PROTOCOLS[key], "scratch_learning_rate", 0.03)
 
 
-@pytest.mark.parametrize("key", ["mobilenetv2", "parts_mobilenetv2"])
+@pytest.mark.parametrize("key", ["mobilenetv2", "parts_mobilenetv2", "shapes_seed1_mobilenetv2"])
 def test_every_planned_run_parses_with_the_real_cli(protocol, key):
     import main
 
@@ -50,6 +50,14 @@ def test_study_keys_by_task():
     assert study_plans.study_key("shapes", "mobilenetv2") == "mobilenetv2"
     assert study_plans.study_key("parts", "mobilenetv2") == "parts_mobilenetv2"
     assert study_plans.task_of("parts_mobilenetv2") == "parts" and study_plans.task_of("resnet50") == "shapes"
+    # other draws: the base task's protocol and backbone, another dataset
+    key = study_plans.study_key("parts_seed2", "mobilenetv2")
+    assert key == "parts_seed2_mobilenetv2" and study_plans.task_of(key) == "parts"
+    assert study_plans.task_name(key) == "parts_seed2"
+    assert study_plans.PROTOCOLS[key] == dict(study_plans.PROTOCOLS["parts_mobilenetv2"], dataset_name="embedded_parts_seed2")
+    shapes = study_plans.study_key("shapes_seed1", "mobilenetv2")
+    assert study_plans.PROTOCOLS[shapes]["dataset_name"] == "embedded_shapes_seed1"
+    assert study_plans.task_of(shapes) == "shapes" and "mobilenetv2_64.h5" in study_plans.PROTOCOLS[shapes]["weights"]
     with pytest.raises(UserError, match="no resnet50 study on the parts task"):
         study_plans.study_key("parts", "resnet50")
 
@@ -608,3 +616,37 @@ def test_selections_are_read_stage_by_stage():
     assert profile[1] == {"step": 40, "shares": [0.2, 0.0, 0.0], "deepest": [0]}
     table = study_selection.selection_section("x", runs, stages, ["s0", "s1", "s2"])
     assert "| 1 | 0 | 0.10 | 0.50 | 0.25 | s1, s0 |" in table
+
+
+def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_path, protocol):
+    from experiments import study_frontier
+
+    def write(config, seed, ratio, val, test):
+        summary = {"run_name": f"{config}_s{seed}", "seed": seed, "step_time_ratio_achieved": ratio,
+                   "final_test_accuracy": test, "history": [{"epoch": 12, "val_accuracy": val}]}
+        (tmp_path / f"{config}_s{seed}.json").write_text(json.dumps(summary))
+
+    for seed in (0, 1, 2):
+        write("full_training", seed, 1.0, 0.70, 0.71)
+        write("static_top_training_rho0.5_exact", seed, 0.52, 0.66, 0.69)
+        write("block_range_training_blocks7-11", seed, 0.56, 0.69, 0.74)
+        write("elastic_training_rho0.533_paper", seed, 0.50, 0.65, 0.70)
+        write("elastic_training_rho0.7_exact", seed, 0.70, 0.68, 0.72)
+    runs = study_plans.plan_runs("frontier", "parts_mobilenetv2", [3, 4])
+    with pytest.raises(UserError, match="--decisive goes with the frontier plan"):
+        study.decisive_runs("depth", runs, str(tmp_path))
+    with pytest.raises(UserError, match="needs the frontier plan's results first"):
+        study.decisive_runs("frontier", runs, str(tmp_path / "none"))
+    chosen = study.decisive_runs("frontier", runs, str(tmp_path))
+    names = {run.config_name for run in chosen}
+    # the compared schemes that ran, the top at 0.50 + 0.03 and block 7-11 at 0.70 + 0.03
+    assert names == {"elastic_training_rho0.533_paper", "elastic_training_rho0.7_exact",
+                     "static_top_training_rho0.5_exact", "block_range_training_blocks7-11"}
+    assert {run.seed for run in chosen} == {3, 4}
+    # a member's extra seeds do not move the ranking: members are ranked on the seeds all ran
+    write("static_top_training_rho0.5_exact", 3, 0.52, 0.99, 0.70)
+    groups = __import__("experiments.study_table", fromlist=["x"]).load_results(str(tmp_path))
+    assert study_frontier.family_seeds(groups) == {0, 1, 2}
+    family, _ = study_frontier.split(groups)
+    top = next(p for p in family if p["config"] == "static_top_training_rho0.5_exact")
+    assert top["val"] == pytest.approx(0.66) and top["seeds"] == 4
