@@ -53,7 +53,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         record = saved if os.path.isfile(saved) else None
     if record is not None:
         parser.set_defaults(**recorded_defaults(read_json(record, "--config"), parser, record, first.resume))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    typed = [argument.split("=", 1)[0] for argument in (sys.argv[1:] if argv is None else argv)]
+    if record is not None and "--val_fraction" in typed and "--validation" not in typed:
+        args.validation = "auto"  # a share typed beside a record chooses the split anew (0: none)
+    return args
 
 
 def recorded_defaults(saved: dict, parser: argparse.ArgumentParser, path: str, resuming: bool = False) -> dict:

@@ -220,7 +220,7 @@ def resolve_validation(mode: str, val_fraction: float, dataset_name: str,
         mode = "none" if val_fraction == 0 else "fresh" if fresh else "carved"
     if mode == "fresh" and not fresh:
         where = (f"add {data_dir}/{VALIDATION}/<class>/<image> folders" if get_spec(dataset_name).tfds_name == ""
-                 else "the embedded datasets have one")
+                 else "the embedded targets have one")
         raise UserError(f"--validation fresh: {dataset_name} has no validation split of its own ({where}); "
                         f"use --validation carved to hold out --val_fraction of its training split")
     if mode == "carved" and val_fraction == 0:

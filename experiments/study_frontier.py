@@ -29,11 +29,12 @@ def final_value(summary: Dict, key: str) -> Optional[float]:
 
 def point(name: str, runs: Sequence[Dict], selection_seeds: Optional[Collection[int]] = None) -> Dict:
     """A config over its seeds: mean step ratio, mean final validation and test accuracy, and each
-    seed's (by seed, for paired differences). With `selection_seeds`, the validation accuracy that
-    ranks it is the mean over those seeds only (the seeds every member of the family ran)."""
+    seed's (by seed, for paired differences). With `selection_seeds`, the step ratio and the
+    validation accuracy that place and rank it are means over those seeds only (the seeds every
+    member of the family ran), so that extra seeds of some configs move no choice."""
     ranked = [run for run in runs if selection_seeds is None or run.get("seed") in selection_seeds]
     return {"config": name, "seeds": len(runs),
-            "ratio": mean_std([run.get("step_time_ratio_achieved") for run in runs])[0],
+            "ratio": mean_std([run.get("step_time_ratio_achieved") for run in ranked])[0],
             "val": mean_std([final_value(run, "val") for run in ranked])[0],
             "test": mean_std([final_value(run, "test") for run in runs]),
             "by_seed": {run.get("seed"): final_value(run, "test") for run in runs},
@@ -98,12 +99,33 @@ def frontier_section(groups: Dict[str, List[Dict]]) -> str:
         member = frontier_at(family, budget)
         lines.append(f"| {budget:.2f} | " + (f"{member['config']} | {member['ratio']:.2f} | {100 * member['val']:.1f} | "
                                             f"{plus_minus(member['test'], 100)} |" if member else "- | - | - | - |"))
-    lines += ["", "| scheme | its step ratio | its final test acc % | frontier member at that ratio | frontier's "
-              "final test acc % | scheme minus frontier, points, paired [95 %] | the same on validation |",
-              "|---|---:|---:|---|---:|---|---|"]
+    lines += ["", "| scheme | its step ratio | its final test acc % | its final val acc % | frontier member at that "
+              "ratio | frontier's final test acc % | scheme minus frontier, points, paired [95 %] | the same on "
+              "validation |", "|---|---:|---:|---:|---|---:|---|---|"]
     for scheme in compared:
         member = frontier_at(family, scheme["ratio"]) if math.isfinite(scheme["ratio"]) else None
         lines.append(f"| {scheme['config']} | {scheme['ratio']:.2f} | {plus_minus(scheme['test'], 100)} | "
+                     f"{100 * scheme['val']:.1f} | "
                      + (f"{member['config']} | {plus_minus(member['test'], 100)} | {paired(scheme, member)} | "
                         f"{paired(scheme, member, 'val_by_seed')} |" if member else "- | - | - | - |"))
+    against = [(scheme, next((p for p in compared if p["config"] == baseline_of(scheme["config"])), None))
+               for scheme in compared if baseline_of(scheme["config"]) != scheme["config"]]
+    if against:
+        lines += ["", "| scheme | ElasticTrainer at the same budget | step ratios | scheme minus ElasticTrainer, final "
+                  "test, points, paired [95 %] | the same on validation |", "|---|---|---|---|---|"]
+        for scheme, baseline in against:
+            lines.append(f"| {scheme['config']} | " + (
+                f"{baseline['config']} | {scheme['ratio']:.2f} vs {baseline['ratio']:.2f} | {paired(scheme, baseline)} | "
+                f"{paired(scheme, baseline, 'val_by_seed')} |" if baseline else "- | - | - | - |"))
+    seeds = family_seeds(groups)
+    lines += ["", f"Members are placed and ranked on the seeds the whole family ran ({', '.join(map(str, sorted(seeds))) or 'none'}); "
+              f"step ratios are means over those seeds."]
     return "\n".join(lines) + "\n"
+
+
+def baseline_of(config: str) -> str:
+    """ElasticTrainer's config at the budget of a compared scheme's config (itself for ElasticTrainer)."""
+    for prefix in COMPARED_PREFIXES[1:]:
+        if config.startswith(prefix):
+            return COMPARED_PREFIXES[0] + config[len(prefix):]
+    return config

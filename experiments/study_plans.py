@@ -1,6 +1,6 @@
 """The protocols and run plans of the paper-headline study (scripts/study.py). Pure data.
 
-`python -m experiments.study_plans mobilenetv2` prints the protocol's main.py flags (the demo uses them).
+`python -m experiments.study_plans mobilenetv2` prints the current protocol's main.py flags (the demo uses them).
 
 How the proxy was chosen (written down before any ElasticTrainer run of the study; see
 docs/benchmarks/headline.md, "The paper's headline"): the *calibration* plan trains only the baselines (full
@@ -27,10 +27,8 @@ PROTOCOLS: Dict[str, Dict] = {
                         batch_size=32, num_epochs=12, interval=4, bn_mode="frozen",
                         weights="saved_models/source_mobilenetv2_64.h5",
                         learning_rate=0.003,  # chosen by the calibration plan (docs/benchmarks/headline.md)
-                        # Its first plans (calibration, claims, depth) ran before validation splits, choosing the
-                        # learning rate and epoch on test (--val_fraction 0 --test_every_epoch true); from the
-                        # frontier plan on (issue 34) it validates on the dataset's own split.
-                        validation="fresh"),
+                        val_fraction=0.0,  # this study ran before validation splits: lr and epoch on test,
+                        test_every_epoch=True),  # which needs the per-epoch test curve (PLAN_PROTOCOL: not the frontier)
     # ResNet50 at 32 px (its smallest input): at 64 px one 12-epoch full run takes ~27 min on 2 cores
     # and the study ~8 hours; at 32 px about a quarter. Claims: a subset (CLAIMS_SUBSETS).
     "resnet50": dict(model_name="resnet50", dataset_name="embedded_shapes", num_classes=64, input_size=32,
@@ -39,22 +37,35 @@ PROTOCOLS: Dict[str, Dict] = {
                      learning_rate=0.003,  # chosen by the calibration plan (docs/benchmarks/headline.md)
                      val_fraction=0.0, test_every_epoch=True),
     # The label-space task (docs/benchmarks/regime_and_depth.md, "A task in the paper's regime"): learning rates chosen
-    # on validation accuracy by its calibration plan (None until then). Validation: the dataset's own split of
-    # 20 new images a class (issue 34; the plans before the frontier carved 10 % of the training split, and
-    # their folders keep that: scripts/study.py refuses to mix the two in one folder).
+    # on validation accuracy by its calibration plan (None until then), on 10 % of the training split carved
+    # out for validation (the frontier plan validates on the dataset's own split instead: PLAN_PROTOCOL).
     "parts_mobilenetv2": dict(model_name="mobilenetv2", dataset_name="embedded_parts", num_classes=64, input_size=64,
                               batch_size=32, num_epochs=12, interval=4, bn_mode="frozen",
                               weights="saved_models/source_parts_mobilenetv2_64.h5",
                               learning_rate=0.003, scratch_learning_rate=0.01,  # candidate 8's calibration,
-                              validation="fresh"),  # on validation accuracy (docs/benchmarks/regime_and_depth.md)
+                              validation="carved", val_fraction=0.1),  # (docs/benchmarks/regime_and_depth.md)
 }
+
+# What a plan changes in every protocol. The frontier plan (issue 34) and everything after it validate
+# on the embedded targets' own split of 20 new images a class, and test once at the end; the plans
+# before it keep the protocol their results were made under (scripts/study.py refuses to mix the two
+# in one folder).
+PLAN_PROTOCOL: Dict[str, Dict] = {"frontier": dict(validation="fresh", test_every_epoch=False)}
+CURRENT_PLAN = "frontier"  # the protocol a new user's run (the demo) follows
+
+
+def plan_protocol(model_name: str, plan: Optional[str] = None) -> Dict:
+    """A study's protocol as `plan` runs it (PLAN_PROTOCOL's changes applied)."""
+    return dict(PROTOCOLS[model_name], **PLAN_PROTOCOL.get(plan or "", {}))
 
 
 def validation_flags(protocol: Dict) -> List[str]:
-    """The main.py flags of a protocol's validation split: the dataset's own ("fresh"), or the
-    share of the training split carved out (0: none; the shapes studies had none)."""
+    """The main.py flags of a protocol's validation split: the dataset's own ("fresh"), the share
+    of the training split carved out ("carved"), or none (the first shapes studies had none)."""
     if protocol.get("validation") == "fresh":
         return ["--validation", "fresh"]
+    if protocol.get("validation") == "carved":
+        return ["--validation", "carved", "--val_fraction", str(protocol["val_fraction"])]
     return ["--val_fraction", str(protocol["val_fraction"])]
 
 
@@ -302,9 +313,10 @@ def plan_runs(plan: str, model_name: str, seeds: Sequence[int]) -> List[Run]:
     return PLANS[plan](model_name, seeds)
 
 
-def protocol_flags(model_name: str) -> List[str]:
-    """main.py flags of a model's fine-tuning protocol (not epochs or interval: callers choose)."""
-    protocol = PROTOCOLS[model_name]
+def protocol_flags(model_name: str, plan: Optional[str] = None) -> List[str]:
+    """main.py flags of a model's fine-tuning protocol as `plan` runs it (not epochs or interval:
+    callers choose)."""
+    protocol = plan_protocol(model_name, plan)
     if protocol["learning_rate"] is None:
         raise UserError(f"the {model_name} protocol has no learning rate yet (run the calibration plan)")
     return ["--model_name", protocol["model_name"], "--dataset_name", protocol["dataset_name"],
@@ -353,8 +365,8 @@ def profiler_arguments(model_name: str, bn_mode: str, gradient_filter: Optional[
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in PROTOCOLS:
         sys.exit(f"usage: python -m experiments.study_plans {{{','.join(PROTOCOLS)}}}  (a study key: the model "
-                 f"on the shapes task, <task>_<model> on another)")
+                 f"on the shapes task, <task>_<model> on another); prints the flags of its current protocol")
     try:
-        print(" ".join(protocol_flags(sys.argv[1])))
+        print(" ".join(protocol_flags(sys.argv[1], CURRENT_PLAN)))
     except UserError as error:
         sys.exit(f"error: {error}")

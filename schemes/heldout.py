@@ -5,8 +5,9 @@ ElasticTrainer scores tensor k by -sum(g1 * dw0): dw0 is one optimizer step on t
 g1 the gradient on the *same* batch after it. That is how much the update lowers the loss of the
 images it was made on, so a tensor whose update fits those 32 images ranks high whether or not the
 fit carries to other images. Here g1 is taken on other images: the next batch of the run's
-validation split when it has one, else the next batch of the training probe stream. A tensor ranks
-high when its update lowers the loss of images it was not made on. Everything else is
+validation split when it has one (in an order drawn from the run's seed), else the next batch of
+the training probe stream. A tensor ranks high when its update lowers the loss of images it was
+not made on. Everything else is
 ElasticTrainer's: the budget rho (both modes), the profile's times, the DP, the closed loop on
 measured steps, and the probe's cost (two gradient passes per probe batch).
 """
@@ -21,6 +22,9 @@ from schemes.base import Context
 from schemes.elastic import ElasticTraining
 
 
+HELD_OUT_BUFFER = 8192  # validation images shuffled at once (the embedded targets have 1 280)
+
+
 class HeldOutElasticTraining(ElasticTraining):
     """ElasticTrainer whose importance is the loss change on held-out images."""
 
@@ -28,7 +32,12 @@ class HeldOutElasticTraining(ElasticTraining):
 
     def __init__(self, context: Context):
         super().__init__(context)
-        self._held_out = data.FixedEpochs(context.validation) if context.validation is not None else None
+        self._held_out = None
+        if context.validation is not None:  # in an order of the run's seed, full batches only
+            config = context.config
+            shuffled = context.validation.unbatch().shuffle(HELD_OUT_BUFFER, seed=config.seed,
+                                                            reshuffle_each_iteration=False)
+            self._held_out = data.FixedEpochs(shuffled.batch(config.batch_size, drop_remainder=True))
         self.held_out_position = 0  # batches of the validation split scored so far
 
     def scored_batches(self) -> List:

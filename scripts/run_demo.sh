@@ -46,7 +46,7 @@ fi
 echo "using $BACKBONE"
 
 echo "== 3/5 profile tensor timings on this machine"
-PROTOCOL=$($PY -m experiments.study_plans "$STUDY")   # --model_name ... --learning_rate ... --val_fraction
+PROTOCOL=$($PY -m experiments.study_plans "$STUDY")   # --model_name ... --learning_rate ... --validation fresh
 # shellcheck disable=SC2086
 $PY profiler.py --model_name mobilenetv2 --input_size 64 --num_classes 64 --batch_size 32 --bn_mode frozen
 

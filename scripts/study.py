@@ -28,8 +28,8 @@ from experiments.ray_node import sha256_of as file_sha256  # (standard library o
 from experiments.runner import add_distribution_flags, distribution, train_all
 from experiments.sharding import load_manifests, nominal_cost, record, report, select
 from experiments.study_plans import (PLANS, PROTOCOLS, REGIME_BLOCK_RANGES, TASKS, Run, plan_runs, profiler_arguments,
-                                     require_backbone, study_key, validation_flags)
-from utils import UserError, atomic_write_json, run_cli
+                                     plan_protocol, require_backbone, study_key, validation_flags)
+from utils import UserError, atomic_write_json, atomic_write_text, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,9 +48,9 @@ def logs_dir(model_name: str, plan: str) -> str:
 REFERENCE_STEPS = 20  # full steps timed against the final selection's after each run (main.py's default: none)
 
 
-def main_arguments(model_name: str, run: Run, logdir: str) -> List[str]:
-    """The main.py flags of one run of the study."""
-    protocol = PROTOCOLS[model_name]
+def main_arguments(model_name: str, run: Run, logdir: str, plan: Optional[str] = None) -> List[str]:
+    """The main.py flags of one run of the study's `plan` (its protocol: study_plans.plan_protocol)."""
+    protocol = plan_protocol(model_name, plan)
     weights = run.weights or protocol["weights"]
     arguments = ["--model_name", protocol["model_name"], "--dataset_name", protocol["dataset_name"],
                  "--input_size", str(protocol["input_size"]), "--batch_size", str(protocol["batch_size"]),
@@ -107,15 +107,16 @@ def protocol_of(arguments: Sequence[str]) -> Dict[str, str]:
     values = dict(zip(arguments, list(arguments[1:]) + [""]))
     settings = {flag: values.get(flag, "") for flag in PROTOCOL_FLAGS}
     carved = float(values.get("--val_fraction") or 0)
-    settings["validation"] = values.get("--validation") or (f"carved {carved:g}" if carved > 0 else "none")
+    chosen = values.get("--validation") or "auto"  # before --validation: carved when the fraction was above 0
+    settings["validation"] = (chosen if chosen in ("fresh", "none") else f"carved {carved:g}" if carved > 0 else "none")
     return settings
 
 
-def check_one_protocol(out_dir: str, model_name: str) -> None:
+def check_one_protocol(out_dir: str, model_name: str, plan: Optional[str] = None) -> None:
     """UserError when results already in `out_dir` were made under another protocol (e.g. a
     validation split carved from the training images where the protocol now has the dataset's
     own): their table would compare runs that trained and selected on different data."""
-    current = protocol_of(main_arguments(model_name, Run("full_training", 0), "logs"))
+    current = protocol_of(main_arguments(model_name, Run("full_training", 0), "logs", plan))
     for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
         with open(path) as handle:
             command = json.load(handle).get("command", "")
@@ -132,20 +133,38 @@ def check_one_protocol(out_dir: str, model_name: str) -> None:
                             f"the plan afresh")
 
 
+FAMILY_SEEDS = 3  # the frontier's family runs at least this many seeds before its decisive rows run more
+DECISIVE_FILE = "decisive_configs.txt"  # beside a frontier plan's results, once --decisive chose them
+
+
 def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str) -> List[Run]:
     """The runs of the frontier plan that decide its judgement (each compared scheme and the
     frontier member at its measured step ratio, from the results in `out_dir`), for more seeds."""
-    from experiments.study_frontier import decisive_configs
+    from experiments.study_frontier import decisive_configs, family_seeds
     from experiments.study_table import load_results
 
     if plan != "frontier":
         raise UserError(f"--decisive goes with the frontier plan, not {plan}")
-    groups = load_results(out_dir) if os.path.isdir(out_dir) else {}
-    if not groups:
-        raise UserError(f"--decisive needs the frontier plan's results first (none in {os.path.relpath(out_dir, ROOT)}): "
-                        f"run it without --decisive")
-    chosen = set(decisive_configs(groups))
-    print(f"decisive configs: {', '.join(sorted(chosen))}")
+    frozen = os.path.join(out_dir, DECISIVE_FILE)
+    if os.path.exists(frozen):  # chosen once: every later call (and every shard) runs the same configs
+        with open(frozen) as handle:
+            chosen = set(handle.read().split())
+    else:
+        groups = load_results(out_dir) if os.path.isdir(out_dir) else {}
+        seeds = family_seeds(groups)
+        ran = {run.get("seed") for group in groups.values() for run in group}  # by any config
+        lacking = sorted({run.config_name for run in runs} - {name for name, group in groups.items()
+                                                               if ran <= {r.get("seed") for r in group}})
+        if len(seeds) < FAMILY_SEEDS or lacking:
+            raise UserError(f"--decisive needs the frontier plan's results first, every config on the same "
+                            f"{FAMILY_SEEDS} seeds or more (in {os.path.relpath(out_dir, ROOT)}: "
+                            + (f"{len(lacking)} configs lack some of seeds {sorted(ran)}, e.g. {lacking[0]}"
+                               if lacking and len(seeds) >= FAMILY_SEEDS - 1 else
+                               f"the seeds all configs share: {sorted(seeds) or 'none'}")
+                            + "): run the plan without --decisive")
+        chosen = set(decisive_configs(groups))
+        atomic_write_text(frozen, "\n".join(sorted(chosen)) + "\n")
+    print(f"decisive configs ({os.path.relpath(frozen, ROOT)}): {', '.join(sorted(chosen))}")
     return [run for run in runs if run.config_name in chosen]
 
 
@@ -177,7 +196,7 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool,
           f"{len(todo)} to go; results in {os.path.relpath(out_dir, ROOT)}")
     backbone_sha256 = None
     if todo and not dry_run:
-        check_one_protocol(out_dir, model_name)
+        check_one_protocol(out_dir, model_name, plan)
     if any(not run.weights for run in todo) and not dry_run:
         backbone_sha256 = file_sha256(require_backbone(model_name, "the study"))
         check_one_backbone(out_dir, backbone_sha256, PROTOCOLS[model_name]["weights"])
@@ -196,11 +215,11 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool,
         print("profile:", " ".join(command[1:]))
         if not dry_run and subprocess.run(command, cwd=ROOT).returncode != 0:
             raise UserError(f"profiling failed: {' '.join(command[1:])} (its message is above)")
-    jobs = [(run.name, main_arguments(model_name, run, log_root)) for run in todo]
+    jobs = [(run.name, main_arguments(model_name, run, log_root, plan)) for run in todo]
 
     def keep(name: str, summary: Dict, seconds: float) -> None:
         run = next(run for run in todo if run.name == name)
-        summary["command"] = "python main.py " + " ".join(main_arguments(model_name, run, "logs/study/..."))
+        summary["command"] = "python main.py " + " ".join(main_arguments(model_name, run, "logs/study/...", plan))
         summary["runner_seconds"] = seconds  # the subprocess, as the runner timed it
         if shard:
             summary["shard"] = str(shard)

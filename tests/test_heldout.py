@@ -46,24 +46,32 @@ def _recording(scheme):
     return calls
 
 
-def test_it_scores_on_the_validation_split_batch_after_batch_and_resumes_there():
-    model = tiny_model()
+def test_it_scores_on_the_validation_split_in_the_seeds_order_and_resumes_there():
     validation = tiny_data(batches=3, seed=7)
-    context = make_context(model, "elastic_heldout_training")
-    context.validation = validation
-    scheme = schemes.SCHEMES["elastic_heldout_training"](context)
+    images = {image.tobytes() for batch, _ in _batches(validation, 3) for image in batch}
+
+    def scheme_of(seed):
+        context = make_context(tiny_model(), "elastic_heldout_training", seed=seed)
+        context.validation = validation
+        return schemes.SCHEMES["elastic_heldout_training"](context), context
+
+    scheme, context = scheme_of(0)
     calls = _recording(scheme)
     scheme.reselect(0)
     scheme.reselect(4)
-    expected = [batch[0] for batch in _batches(validation, 2)]
-    assert [np.asarray(scored[0][0]).tolist() for _, scored in calls] == [e.tolist() for e in expected]
+    scored = [np.asarray(batch[0][0]) for _, batch in calls]
+    assert all(image.tobytes() in images for batch in scored for image in batch)  # validation images only
+    assert not np.array_equal(scored[0], scored[1])  # the next batch each time
     updates = [np.asarray(batches[0][0]) for batches, _ in calls]
     assert not np.array_equal(updates[0], updates[1])  # each probe takes the next training probe batch
     assert scheme.state()["held_out_position"] == 2 and scheme.probe_position == 2
     again = schemes.SCHEMES["elastic_heldout_training"](context)
     again.load_state(scheme.state())
-    assert again.held_out_position == 2
-    assert np.array_equal(again.scored_batches()[0][0].numpy(), _batches(validation, 3)[2][0])
+    third = again.scored_batches()[0][0].numpy()
+    fresh, _ = scheme_of(0)
+    assert np.array_equal(third, [fresh.scored_batches()[0][0].numpy() for _ in range(3)][-1])
+    other, _ = scheme_of(1)  # another seed scores on the images in another order
+    assert not np.array_equal(other.scored_batches()[0][0].numpy(), scored[0])
 
 
 def test_without_a_validation_split_it_scores_on_the_next_training_probe_batch():

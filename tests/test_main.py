@@ -164,3 +164,23 @@ def test_a_replay_works_out_again_what_followed_from_the_replaced_flags(tmp_path
     assert replay.profile.endswith("mobilenetv2_32_64_32_profile.json")  # batch 32's profile, not batch 64's
     assert replay.test_every_epoch  # runs made before the flag tested every epoch
     assert replay.run_name.startswith("mobilenetv2_embedded_shapes_elastic_training")  # a new run, its own name
+
+
+def test_a_replay_keeps_the_recorded_validation_split_unless_a_share_is_typed(tmp_path, tfds_dir):
+    import dataclasses
+
+    import main
+
+    arguments = ["--dataset_name", "embedded_shapes", "--model_name", "mobilenetv2", "--input_size", "32",
+                 "--data_dir", tfds_dir, "--logdir", str(tmp_path), "--run_name", "mine"]
+    recorded = dataclasses.asdict(main.resolve_config(main.parse_args(arguments)))
+    assert (recorded["validation"], recorded["val_fraction"]) == ("fresh", 0.0)
+    older = {key: value for key, value in recorded.items() if key != "validation"}  # before --validation
+    older["val_fraction"] = 0.1
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(older))
+    replay = lambda *extra: main.resolve_config(main.parse_args(["--config", str(path), *extra]))  # noqa: E731
+    assert (replay().validation, replay().val_fraction) == ("carved", 0.1)  # as it ran: carved
+    assert (replay("--val_fraction", "0").validation, replay("--val_fraction=0.2").val_fraction) == ("none", 0.0)
+    assert replay("--val_fraction", "0.2").validation == "fresh"  # a typed share chooses anew: auto
+    assert replay("--validation", "carved", "--val_fraction", "0.2").val_fraction == 0.2

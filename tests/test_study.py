@@ -32,15 +32,18 @@ def test_every_planned_run_parses_with_the_real_cli(protocol, key):
     for plan in study_plans.PLANS:
         runs = study_plans.plan_runs(plan, key, [0, 1, 2])
         assert len({run.name for run in runs}) == len(runs)  # names identify results
+        protocol = study_plans.plan_protocol(key, plan)
         for run in runs:
-            args = main.parse_args(study.main_arguments(key, run, "logs/x"))
+            args = main.parse_args(study.main_arguments(key, run, "logs/x", plan))
             assert args.train_type == run.train_type and args.seed == run.seed and args.run_name == run.name
             assert args.model_name == "mobilenetv2"
             assert args.dataset_name == study_plans.PROTOCOLS[key]["dataset_name"]
-            if study_plans.PROTOCOLS[key].get("validation") == "fresh":
-                assert args.validation == "fresh"
-            else:
-                assert (args.validation, args.val_fraction) == ("auto", study_plans.PROTOCOLS[key]["val_fraction"])
+            # the frontier plan validates on the dataset's own split; the plans before it as they did
+            expected = {"fresh": "fresh", "carved": "carved"}.get(protocol.get("validation"), "auto")
+            assert args.validation == (expected if plan != "frontier" else "fresh")
+            if expected != "fresh":
+                assert args.val_fraction == protocol["val_fraction"]
+            assert args.test_every_epoch == (plan != "frontier" and key != "parts_mobilenetv2")
             if run.rho is not None:
                 assert (args.rho, args.rho_mode) == (run.rho, run.rho_mode)
             assert args.block_range == run.block_range
@@ -140,26 +143,31 @@ def test_a_plan_refuses_to_mix_source_backbones(tmp_path):
 
 def test_a_plan_folder_holds_one_protocol(tmp_path):
     """Results made with a validation split carved from the training images cannot join a plan
-    whose protocol now validates on the dataset's own split (and a folder from before
+    that validates on the dataset's own split, and the reverse (and a folder from before
     --val_fraction existed is not refused for lacking it)."""
-    parts = study.main_arguments("parts_mobilenetv2", study_plans.Run("full_training", 1), "logs")
+    parts = study.main_arguments("parts_mobilenetv2", study_plans.Run("full_training", 1), "logs", "frontier")
     assert study.protocol_of(parts)["validation"] == "fresh"
     (tmp_path / "a_s0.json").write_text(json.dumps({"command": "python main.py " + " ".join(parts)}))
-    study.check_one_protocol(str(tmp_path), "parts_mobilenetv2")
-    carved = [value if value != "--validation" else "--val_fraction" for value in parts]
-    carved[carved.index("--val_fraction") + 1] = "0.1"
-    (tmp_path / "b_s0.json").write_text(json.dumps({"command": "python main.py " + " ".join(carved)}))
+    study.check_one_protocol(str(tmp_path), "parts_mobilenetv2", "frontier")
+    with pytest.raises(UserError, match=r"validation fresh \(now carved 0.1\)"):  # the regime plan carves
+        study.check_one_protocol(str(tmp_path), "parts_mobilenetv2", "regime")
+    earlier = study.main_arguments("parts_mobilenetv2", study_plans.Run("full_training", 1), "logs", "depth")
+    assert study.protocol_of(earlier)["validation"] == "carved 0.1"
+    # a command from before --validation existed: --val_fraction 0.1 alone carved
+    older = [value for index, value in enumerate(earlier) if "--validation" not in earlier[max(0, index - 1):index + 1]]
+    assert study.protocol_of(older)["validation"] == "carved 0.1"
+    (tmp_path / "b_s0.json").write_text(json.dumps({"command": "python main.py " + " ".join(older)}))
     with pytest.raises(UserError, match=r"another protocol \(b_s0.json: validation carved 0.1 \(now fresh\)\).*mv "):
-        study.check_one_protocol(str(tmp_path), "parts_mobilenetv2")
+        study.check_one_protocol(str(tmp_path), "parts_mobilenetv2", "frontier")
     shapes = tmp_path / "shapes"
     shapes.mkdir()
-    old = study.main_arguments("resnet50", study_plans.Run("full_training", 0), "logs")
+    old = study.main_arguments("mobilenetv2", study_plans.Run("full_training", 0), "logs", "depth")
     assert study.protocol_of(old)["validation"] == "none"
     old = [value for index, value in enumerate(old) if "--val_fraction" not in old[max(0, index - 1):index + 1]]
     (shapes / "full_training_s0.json").write_text(json.dumps({"command": "python main.py " + " ".join(old)}))
-    study.check_one_protocol(str(shapes), "resnet50")
-    with pytest.raises(UserError, match=r"validation none \(now fresh\)"):  # the shapes protocol validates now
-        study.check_one_protocol(str(shapes), "mobilenetv2")
+    study.check_one_protocol(str(shapes), "mobilenetv2", "depth")
+    with pytest.raises(UserError, match=r"validation none \(now fresh\)"):  # the frontier validates
+        study.check_one_protocol(str(shapes), "mobilenetv2", "frontier")
 
 
 def test_claims_plan_is_balanced_by_seed_and_covers_the_issue(protocol):
@@ -594,6 +602,12 @@ def test_the_frontier_is_the_best_fixed_choice_on_validation_within_the_budget()
                                                            [0.73, 0.74, 0.75])
     section = study_frontier.frontier_section(groups)
     assert "| elastic_heldout_training_rho0.7_exact | 0.66 |" in section  # compared with the family, not in it
+    groups["elastic_training_rho0.7_exact"] = runs("elastic_training_rho0.7_exact", 0.7, 0.68, [0.72, 0.72, 0.72])
+    section = study_frontier.frontier_section(groups)
+    # the candidate against ElasticTrainer at its budget: +1, +2, +3 points on test, +2 on validation
+    assert ("| elastic_heldout_training_rho0.7_exact | elastic_training_rho0.7_exact | 0.66 vs 0.70 | +2.0 "
+            in section and "| +2.0 [+2.0, +2.0] (3 seeds) |" in section)
+    assert "on the seeds the whole family ran (0, 1, 2)" in section
     assert "| 0.70 | block_range_training_blocks7-11 |" in section
     assert "| 0.30 | traditional_tl_training | 0.31 |" in section  # 0.31 is within 0.30 + 0.03
 
@@ -626,27 +640,37 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
                    "final_test_accuracy": test, "history": [{"epoch": 12, "val_accuracy": val}]}
         (tmp_path / f"{config}_s{seed}.json").write_text(json.dumps(summary))
 
-    for seed in (0, 1, 2):
-        write("full_training", seed, 1.0, 0.70, 0.71)
-        write("static_top_training_rho0.5_exact", seed, 0.52, 0.66, 0.69)
-        write("block_range_training_blocks7-11", seed, 0.56, 0.69, 0.74)
-        write("elastic_training_rho0.533_paper", seed, 0.50, 0.65, 0.70)
-        write("elastic_training_rho0.7_exact", seed, 0.70, 0.68, 0.72)
+    special = {"traditional_tl_training": (0.31, 0.60), "static_top_training_rho0.5_exact": (0.52, 0.66),
+               "block_range_training_blocks7-11": (0.56, 0.69), "elastic_training_rho0.533_paper": (0.50, 0.65),
+               "elastic_training_rho0.5_exact": (0.50, 0.64), "elastic_training_rho0.7_exact": (0.70, 0.68),
+               "elastic_heldout_training_rho0.533_paper": (0.50, 0.66),
+               "elastic_heldout_training_rho0.7_exact": (0.70, 0.70)}
+    configs = sorted({run.config_name for run in study_plans.plan_runs("frontier", "parts_mobilenetv2", [0])})
     runs = study_plans.plan_runs("frontier", "parts_mobilenetv2", [3, 4])
     with pytest.raises(UserError, match="--decisive goes with the frontier plan"):
         study.decisive_runs("depth", runs, str(tmp_path))
-    with pytest.raises(UserError, match="needs the frontier plan's results first"):
-        study.decisive_runs("frontier", runs, str(tmp_path / "none"))
+    for seed in (0, 1):
+        for config in configs:
+            write(config, seed, *special.get(config, (0.9, 0.5)), 0.7)
+    with pytest.raises(UserError, match=r"needs the frontier plan's results first.*share: \[0, 1\]"):  # seed 2 missing
+        study.decisive_runs("frontier", runs, str(tmp_path))
+    write("full_training", 2, 1.0, 0.5, 0.7)
+    with pytest.raises(UserError, match=r"22 configs lack some of seeds \[0, 1, 2\], e.g. block_range_training_blocks0-4"):
+        study.decisive_runs("frontier", runs, str(tmp_path))
+    for config in configs:
+        write(config, 2, *special.get(config, (0.9, 0.5)), 0.7)
     chosen = study.decisive_runs("frontier", runs, str(tmp_path))
-    names = {run.config_name for run in chosen}
-    # the compared schemes that ran, the top at 0.50 + 0.03 and block 7-11 at 0.70 + 0.03
-    assert names == {"elastic_training_rho0.533_paper", "elastic_training_rho0.7_exact",
-                     "static_top_training_rho0.5_exact", "block_range_training_blocks7-11"}
+    # every compared scheme, the top at 0.50 + 0.03 and block 7-11 at 0.70 + 0.03
+    assert {run.config_name for run in chosen} == {
+        "static_top_training_rho0.5_exact", "block_range_training_blocks7-11"} | {
+        name for name in special if name.startswith("elastic")}
     assert {run.seed for run in chosen} == {3, 4}
-    # a member's extra seeds do not move the ranking: members are ranked on the seeds all ran
-    write("static_top_training_rho0.5_exact", 3, 0.52, 0.99, 0.70)
+    # chosen once: seeds added later (a member's seed 3 reading 0.99) change neither the choice nor the ranking
+    write("static_top_training_rho0.5_exact", 3, 0.30, 0.99, 0.70)
+    assert (tmp_path / study.DECISIVE_FILE).exists()
+    assert study.decisive_runs("frontier", runs, str(tmp_path)) == chosen
     groups = __import__("experiments.study_table", fromlist=["x"]).load_results(str(tmp_path))
     assert study_frontier.family_seeds(groups) == {0, 1, 2}
     family, _ = study_frontier.split(groups)
     top = next(p for p in family if p["config"] == "static_top_training_rho0.5_exact")
-    assert top["val"] == pytest.approx(0.66) and top["seeds"] == 4
+    assert top["val"] == pytest.approx(0.66) and top["ratio"] == pytest.approx(0.52) and top["seeds"] == 4
