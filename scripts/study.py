@@ -17,6 +17,7 @@ import argparse
 import functools
 import glob
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -306,6 +307,8 @@ def selections_appendix(model_name: str, plan: str, groups: Dict[str, List[Dict]
     from experiments.plot import Run as LoggedRun
     from experiments.study_selection import selection_section
     from experiments.study_plans import DEPTH_STAGES
+
+    logging.getLogger("tensorboard").setLevel(logging.ERROR)  # its "No path found after ..." chatter
 
     stages = [tuple(int(v) for v in stage.split(":")) for stage in DEPTH_STAGES[PROTOCOLS[model_name]["model_name"]]]
     labels = [f"blocks {first}-{stop}" for first, stop in stages]
