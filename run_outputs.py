@@ -34,6 +34,7 @@ from utils import atomic_path, atomic_write_json, atomic_write_text, ensure_writ
 
 
 SELECTION_TAG = "elastic/selection"  # each selection as text, "0110...": tensors in model order, 1 = trained
+IMPORTANCE_TAG = "elastic/importance"  # the importance each selection was made on, JSON, tensors in model order
 BLOCKS_TAG = "elastic/blocks"  # JSON [[block name, first tensor index], ...], once
 MASK_BAND_PX = 14  # a selection's band in the picture of selections
 MASK_WIDTH_PX = 480  # the picture's width, about (each tensor a column of whole pixels)
@@ -141,6 +142,13 @@ class RunOutputs:
                              description="a band per selection (top: first, the last is the current one); "
                                          "columns: tensors in model order (input ... classifier), dark = "
                                          "trained; grey lines: where each block of the backbone begins")
+        self.writer.flush()
+
+    def importance(self, step: int, values: np.ndarray) -> None:
+        """Log the importance a selection was made on (text: a JSON list, model order), for
+        reading how a scheme ranks the network's stages (experiments/study_selection.py)."""
+        with self.writer.as_default():
+            tf.summary.text(IMPORTANCE_TAG, json.dumps([round(float(v), 6) for v in values]), step=step)
         self.writer.flush()
 
     def save_weights(self, model: tf.keras.Model, path: str) -> None:

@@ -342,6 +342,8 @@ class Loop:
                                                if "memory/probe_chunks" in info else {})})
         self.outputs.scalars(state.step, {**info, "elastic/selection_overhead_ms": 1000 * state.selection_seconds[-1]})
         self.outputs.selection_mask(state.step, scheme.mask)
+        if scheme.last_importance is not None:
+            self.outputs.importance(state.step, scheme.last_importance)
         state.masks.append(scheme.mask.tolist())
 
     def train_step(self, images, labels, totals: Dict, previous_end: float) -> None:

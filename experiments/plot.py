@@ -32,7 +32,7 @@ from utils import UserError, atomic_path, reported_accuracy, run_cli
 
 TIME_TAG = "time/train_seconds"  # logged at the end of every epoch, evaluation excluded
 MASK_TAG = "elastic/selection_masks"
-SELECTION_TAG, BLOCKS_TAG = "elastic/selection", "elastic/blocks"  # as run_outputs writes them
+SELECTION_TAG, BLOCKS_TAG, IMPORTANCE_TAG = "elastic/selection", "elastic/blocks", "elastic/importance"  # as run_outputs writes them
 X_AXES = ("time", "step", "epoch")
 Series = List[Tuple[int, float]]  # (step, value)
 
@@ -85,6 +85,15 @@ class Run:
 
         known = [(0, 0.0)] + self.series(TIME_TAG)
         return list(np.interp(steps, [s for s, _ in known], [v for _, v in known]))
+
+    def importances(self) -> List[Tuple[int, List[float]]]:
+        """(step, importance in model order) of every selection that logged one (none before it was logged)."""
+        import tensorflow as tf
+
+        if IMPORTANCE_TAG not in self._all_tags:
+            return []
+        return [(event.step, json.loads(tf.make_ndarray(event.tensor_proto).item().decode()))
+                for event in self._events.Tensors(IMPORTANCE_TAG)]
 
     def masks(self) -> List[Tuple[int, List[int]]]:
         """(step, mask) of every selection, from the mask image each selection logs (its last row

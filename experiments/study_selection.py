@@ -24,6 +24,14 @@ def stage_shares(mask: Sequence[int], bounds: Sequence[Tuple[int, int]]) -> List
     return [sum(mask[first:stop]) / max(stop - first, 1) for first, stop in bounds]
 
 
+def importance_shares(importance: Sequence[float], bounds: Sequence[Tuple[int, int]]) -> List[float]:
+    """Each stage's share of the positive importance a selection was made on (the classifier's
+    share is the rest)."""
+    positive = [max(float(value), 0.0) for value in importance]
+    total = sum(positive)
+    return [sum(positive[first:stop]) / total if total > 0 else 0.0 for first, stop in bounds]
+
+
 def deepest_stage(mask: Sequence[int], bounds: Sequence[Tuple[int, int]]) -> Optional[int]:
     """The index of the shallowest-in-the-network (first) stage with a trained tensor: the backward
     pass runs down to it. None when only the classifier trains."""
@@ -42,13 +50,16 @@ def selection_profile(runs: Sequence[Dict], stages: Sequence[Stage]) -> List[Dic
         bounds = stage_tensors(run["blocks"], stages, head)
         for index, (step, mask) in enumerate(run["masks"]):
             while len(profile) <= index:
-                profile.append({"steps": [], "shares": [], "deepest": []})
+                profile.append({"steps": [], "shares": [], "deepest": [], "importance": []})
             profile[index]["steps"].append(step)
             profile[index]["shares"].append(stage_shares(mask, bounds))
             profile[index]["deepest"].append(deepest_stage(mask, bounds))
-    return [{"step": min(entry["steps"]),
-             "shares": [sum(column) / len(column) for column in zip(*entry["shares"])],
-             "deepest": entry["deepest"]} for entry in profile]
+            logged = run.get("importance") or []
+            if index < len(logged):
+                profile[index]["importance"].append(importance_shares(logged[index][1], bounds))
+    mean = lambda rows: [sum(column) / len(column) for column in zip(*rows)]  # noqa: E731
+    return [{"step": min(entry["steps"]), "shares": mean(entry["shares"]), "deepest": entry["deepest"],
+             "importance": mean(entry["importance"]) if entry["importance"] else None} for entry in profile]
 
 
 def selection_section(name: str, runs: Sequence[Dict], stages: Sequence[Stage], labels: Sequence[str]) -> str:
@@ -63,4 +74,10 @@ def selection_section(name: str, runs: Sequence[Dict], stages: Sequence[Stage], 
         deepest = ", ".join("-" if d is None else labels[d] for d in row["deepest"])
         lines.append(f"| {index + 1} | {row['step']} | " + " | ".join(f"{share:.2f}" for share in row["shares"])
                      + f" | {deepest} |")
+    if any(row["importance"] for row in rows):
+        lines += ["", "Each stage's share of the positive importance each selection was made on (the classifier "
+                  "holds the rest), mean over runs:", "", "| selection | " + " | ".join(labels) + " |",
+                  "|---:|" + "---:|" * len(labels)]
+        lines += [f"| {index + 1} | " + " | ".join(f"{share:.2f}" for share in row["importance"]) + " |"
+                  for index, row in enumerate(rows) if row["importance"]]
     return "\n".join(lines) + "\n"

@@ -93,6 +93,7 @@ class Scheme:
     full_step = False  # its step is the full step that step-time ratios divide by
     flag_defaults: Dict[str, object] = {}  # shared flags whose default differs under this scheme
     overhead_parts: tuple = ()  # the parts of re-selecting whose seconds the summary reports
+    last_importance: Optional[np.ndarray] = None  # what the last selection ranked tensors by (logged), if anything
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -170,6 +170,7 @@ class ElasticTraining(BudgetedScheme):
             with self.timed("anchor"):
                 measured = self._drift(info.get("elastic/achieved_step_ms"))
             info.update({"elastic/drift_measured": measured, "elastic/drift": self.controller.set_drift(measured)})
+        self.last_importance = importance
         with self.timed("dp"):
             mask = self.controller.select(importance)
         if not mask.any():  # nothing is worth its time: keep learning in the classifier

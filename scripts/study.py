@@ -321,7 +321,7 @@ def selections_appendix(model_name: str, plan: str, groups: Dict[str, List[Dict]
                 missing.append(run["run_name"])
                 continue
             events = LoggedRun(run_dir)
-            logged.append({"masks": events.masks(), "blocks": events.blocks()})
+            logged.append({"masks": events.masks(), "blocks": events.blocks(), "importance": events.importances()})
         if logged:
             parts.append(selection_section(name, logged, stages, labels))
     if missing:

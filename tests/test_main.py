@@ -25,8 +25,12 @@ def test_one_epoch_of_elastic_training_end_to_end(workdir, tfds_dir):
     expected = {"train/accuracy", "train/classification_loss", "train/learning_rate", "test/final_accuracy",
                 "test/accuracy_at_best_validation", "validation/accuracy", "validation/classification_loss",
                 "time/step_ms", "elastic/selected_fraction", "elastic/target_vs_achieved",
-                "elastic/selection_masks", "elastic/selection", "elastic/blocks"}
+                "elastic/selection_masks", "elastic/selection", "elastic/blocks", "elastic/importance"}
     assert expected <= tags, expected - tags
+    from experiments.plot import Run
+    logged = Run(str(run_dir)).importances()  # the importance each selection was made on, read back
+    assert [step for step, _ in logged] == [step for step, _ in Run(str(run_dir)).masks()]
+    assert all(len(values) == len(Run(str(run_dir)).masks()[0][1]) and max(values) == 1.0 for _, values in logged)
     assert len(accumulator.Tensors("elastic/selected_fraction")) == 2  # selections at 0 and 0.5 epochs
     assert {"hparams/final_test_accuracy", "hparams/step_time_ratio", "_hparams_/session_start_info"} <= tags
     numbers = np.loadtxt(workdir / "logs" / "e2e.txt")

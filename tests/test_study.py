@@ -627,9 +627,13 @@ def test_selections_are_read_stage_by_stage():
     runs = [{"masks": [(0, first), (40, second)], "blocks": blocks}, {"masks": [(0, second)], "blocks": blocks}]
     profile = study_selection.selection_profile(runs, stages)
     assert profile[0]["shares"] == [0.1, 0.5, 0.25] and profile[0]["deepest"] == [1, 0]
-    assert profile[1] == {"step": 40, "shares": [0.2, 0.0, 0.0], "deepest": [0]}
+    assert profile[1] == {"step": 40, "shares": [0.2, 0.0, 0.0], "deepest": [0], "importance": None}
+    assert study_selection.importance_shares([1, 1, 0, 0, 0, 2, -5, 0, 4, 0], bounds) == [0.25, 0.25, 0.0]
     table = study_selection.selection_section("x", runs, stages, ["s0", "s1", "s2"])
-    assert "| 1 | 0 | 0.10 | 0.50 | 0.25 | s1, s0 |" in table
+    assert "| 1 | 0 | 0.10 | 0.50 | 0.25 | s1, s0 |" in table and "positive importance" not in table
+    runs[0]["importance"] = [(0, [0, 0, 0, 0, 0, 3, 0, 1, 0, 0])]  # the first run's first selection only
+    table = study_selection.selection_section("x", runs, stages, ["s0", "s1", "s2"])
+    assert "| 1 | 0.00 | 0.75 | 0.25 |" in table
 
 
 def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_path, protocol):
