@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
               "flags given beside it win, e.g. --config logs/R/config.json --seed 1. A new run gets a new "
               "name; with --resume it continues that run. --resume --run_name R alone reads R's own")
     flag("--memory_budget_mb", type=float, default=0.0, metavar="MB",
-         help=f"{' and '.join(memory_budget_schemes())}: also keep the peak memory of a training step within "
+         help=f"{listed(memory_budget_schemes())}: also keep the peak memory of a training step within "
               "MB, as TensorFlow's allocator counts it (weights, optimizer slots, data buffers, activations, "
               "gradients; the process's resident memory adds the runtime, see README), predicted by the "
               "profile's memory model; the importance probe runs in micro-batches that fit. A budget below a "
@@ -257,6 +257,12 @@ def scheme_options(args: argparse.Namespace) -> dict:
     return {dest: getattr(args, dest) for dest, (owner, _) in owners.items() if owner == args.train_type}
 
 
+def listed(names) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    names = list(names)
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def memory_budget_schemes() -> list:
     return sorted(name for name, scheme in SCHEMES.items() if scheme.accepts_memory_budget)
 
@@ -301,7 +307,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         if not (args.memory_budget_mb > 0 and math.isfinite(args.memory_budget_mb)):
             raise UserError(f"--memory_budget_mb must be a positive number of MB (or 0: none), got {args.memory_budget_mb}")
         if not SCHEMES[args.train_type].accepts_memory_budget:
-            raise UserError(f"--memory_budget_mb works with {' and '.join(memory_budget_schemes())}, not "
+            raise UserError(f"--memory_budget_mb works with {listed(memory_budget_schemes())}, not "
                             f"{args.train_type} (its selection is fixed by its flags)")
         if args.rho_mode != "exact":
             raise UserError("--memory_budget_mb works with --rho_mode exact (paper mode keeps the original's time "
