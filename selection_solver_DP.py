@@ -493,6 +493,51 @@ def top_within_budget(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, budget_ms: float) 
     return mask
 
 
+def select_window(t_dy: ArrayLike, t_dw: ArrayLike, I: ArrayLike, block_of: ArrayLike, required: ArrayLike,
+                  fill: ArrayLike, budget: int) -> tuple[float, np.ndarray]:
+    """The most important *window* selection within an integer budget (backward order throughout).
+
+    A window selection trains the `required` tensors, every tensor of one contiguous range of
+    blocks FIRST..STOP-1 (`block_of`: each tensor's block, counted from the input; -1 for a tensor
+    in no block), at least one block, and any `fill` tensors above the range's deepest tensor,
+    which cost only their t_dw there (the chain down to the range is paid). For each range that
+    fits, the fill is the exact knapsack on what the range leaves; the best total importance wins,
+    of equal ones the cheaper.
+
+    Args:
+        t_dy, t_dw: non-negative integer (quantised) times.
+        I: importance per tensor.
+        block_of: int per tensor; required, fill: 0/1 per tensor.
+        budget: the backward budget in the same units.
+    Returns:
+        (total importance, uint8 mask); (-inf, zeros) when no range fits.
+    """
+    t_dy, t_dw = _as_times(t_dy, t_dw, integer=True)
+    count = len(t_dw)
+    importance = _as_importance(I, count)
+    block_of = np.asarray(block_of, dtype=np.int64)
+    required, fill = np.asarray(required).astype(bool), np.asarray(fill).astype(bool)
+    if not block_of.shape == required.shape == fill.shape == (count,):
+        raise ValueError(f"block_of, required and fill must each hold one value per tensor ({count})")
+    best_value, best_cost, best = -math.inf, math.inf, np.zeros(count, np.uint8)
+    for first in range(int(block_of.max(initial=-1)) + 1):
+        for stop in range(first + 1, int(block_of.max()) + 2):
+            window = required | ((block_of >= first) & (block_of < stop))
+            cost = backward_time(t_dy, t_dw, window)
+            if cost > budget:  # a later STOP adds weight gradients above the same deepest tensor
+                break
+            mask = window.astype(np.uint8)
+            deepest = int(np.flatnonzero(window)[-1])
+            above = np.flatnonzero(fill & ~window & (np.arange(count) < deepest))
+            if above.size and budget > cost:
+                _, chosen = _solve(np.zeros(above.size, np.int64), t_dw[above], importance[above], int(budget - cost))
+                mask[above[chosen == 1]] = 1
+            value, total = float(importance[mask == 1].sum()), backward_time(t_dy, t_dw, mask)
+            if value > best_value or (value == best_value and total < best_cost):
+                best_value, best_cost, best = value, total, mask
+    return best_value, best
+
+
 def _profile_times(profile: Mapping) -> tuple[np.ndarray, np.ndarray, float, float]:
     """(t_dy_ms, t_dw_ms) in backward order plus T_fp_ms and T_full_ms from a profile dict."""
     for key in ("T_fp_ms", "T_full_ms", "tensors"):

@@ -282,7 +282,10 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("elastic_training", 0.7, "exact"),
                      # the candidate selector (schemes/heldout.py) at the two budgets, added after the
                      # family's runs on the design draws began and before any run of its own
-                     ("elastic_heldout_training", 0.533, "paper"), ("elastic_heldout_training", 0.7, "exact"))
+                     ("elastic_heldout_training", 0.533, "paper"), ("elastic_heldout_training", 0.7, "exact"),
+                     # the second candidate (schemes/window.py), added after the first was read and before any
+                     # run of its own (docs/benchmarks/regime_and_depth.md, "A second candidate")
+                     ("elastic_window_training", 0.533, "paper"), ("elastic_window_training", 0.7, "exact"))
 
 
 def frontier_stage_ranges(model: str) -> List[str]:

@@ -139,6 +139,10 @@ class ElasticTraining(BudgetedScheme):
     def importance(self) -> np.ndarray:
         return self.probe.loss_change(self.probe_batches())
 
+    def choose(self, importance: np.ndarray) -> np.ndarray:
+        """The selection (forward-order mask) for this importance: the DP's, within the budget."""
+        return self.controller.select(importance)
+
     def due(self, step: int) -> bool:
         return step % self.interval_steps == 0
 
@@ -172,7 +176,7 @@ class ElasticTraining(BudgetedScheme):
             info.update({"elastic/drift_measured": measured, "elastic/drift": self.controller.set_drift(measured)})
         self.last_importance = importance
         with self.timed("dp"):
-            mask = self.controller.select(importance)
+            mask = self.choose(importance)
         if not mask.any():  # nothing is worth its time: keep learning in the classifier
             mask = self._head.copy()
         self.mask = mask

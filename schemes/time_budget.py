@@ -147,14 +147,28 @@ class StepTimeController:
                                                   self.resolution)
         return mask[::-1].copy()
 
+    def select_window(self, importance: np.ndarray, block_of: np.ndarray, required: np.ndarray,
+                      fill: np.ndarray) -> np.ndarray:
+        """The most important window selection (selection_solver_DP.select_window; forward-order
+        arrays in and out) within the same budget as `select`, in the same time units as
+        `static_top`; all zeros when no window of blocks fits."""
+        t_dy, t_dw, budget = self._budget_units()
+        _, mask = solver.select_window(t_dy, t_dw, importance[::-1], block_of[::-1], required[::-1], fill[::-1],
+                                       budget)
+        return mask[::-1].copy()
+
+    def _budget_units(self):
+        """(t_dy, t_dw, budget) in integer units, backward order: the original's floored ones in
+        paper mode, else the run's resolution with the closed loop's budget rounded down."""
+        if self.rho_mode == "paper":
+            return solver.paper_problem(self.t_dy, self.t_dw, self.rho)
+        t_dy, t_dw, units_per_ms = solver.quantize_times(self.t_dy, self.t_dw, self.resolution)
+        return t_dy, t_dw, math.floor(self.budget_ms() * units_per_ms * (1.0 - 1e-9))
+
     def static_top(self) -> np.ndarray:
         """The longest contiguous top (forward-order mask) that fits the same budget as `select`,
         in the same time units (the original's floored ones in paper mode)."""
-        if self.rho_mode == "paper":
-            t_dy, t_dw, budget = solver.paper_problem(self.t_dy, self.t_dw, self.rho)
-        else:
-            t_dy, t_dw, units_per_ms = solver.quantize_times(self.t_dy, self.t_dw, self.resolution)
-            budget = math.floor(self.budget_ms() * units_per_ms * (1.0 - 1e-9))
+        t_dy, t_dw, budget = self._budget_units()
         return solver.top_within_budget(t_dy, t_dw, budget)[::-1].copy()
 
     def observe(self, step_ms: float) -> None:
