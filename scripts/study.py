@@ -297,16 +297,18 @@ def frontier_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List
     from experiments.study_frontier import COMPARED_PREFIXES, frontier_section
     section = frontier_section(groups)
     compared = {name: runs for name, runs in groups.items() if name.startswith(COMPARED_PREFIXES)}
-    section += selections_appendix(model_name, "frontier", compared)
+    section += selections_appendix(model_name, "frontier", compared, groups)
     print(section)
     return section
 
 
-def selections_appendix(model_name: str, plan: str, groups: Dict[str, List[Dict]]) -> str:
+def selections_appendix(model_name: str, plan: str, groups: Dict[str, List[Dict]],
+                        family: Optional[Dict[str, List[Dict]]] = None) -> str:
     """Per compared config, the share of each resolution stage its selections trained, selection
-    by selection (experiments/study_selection.py), read from logs/study/.../<plan>/<run>/."""
+    by selection (experiments/study_selection.py), read from logs/study/.../<plan>/<run>/; with the
+    plan's `family` first, what each stage gains trained alone."""
     from experiments.plot import Run as LoggedRun
-    from experiments.study_selection import selection_section
+    from experiments.study_selection import selection_section, stage_gains_section
     from experiments.study_plans import DEPTH_STAGES
 
     logging.getLogger("tensorboard").setLevel(logging.ERROR)  # its "No path found after ..." chatter
@@ -314,6 +316,8 @@ def selections_appendix(model_name: str, plan: str, groups: Dict[str, List[Dict]
     stages = [tuple(int(v) for v in stage.split(":")) for stage in DEPTH_STAGES[PROTOCOLS[model_name]["model_name"]]]
     labels = [f"blocks {first}-{stop}" for first, stop in stages]
     parts, missing = [], []
+    if family:
+        parts.append(stage_gains_section(family, stages, labels))
     for name, runs in sorted(groups.items()):
         logged = []
         for run in runs:

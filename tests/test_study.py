@@ -637,6 +637,19 @@ def test_selections_are_read_stage_by_stage():
     assert "| 1 | 0.00 | 0.75 | 0.25 |" in table
 
 
+def test_each_stage_alone_is_read_against_traditional_tl():
+    from experiments import study_selection
+
+    def run(val, ratio):
+        return {"history": [{"val_accuracy": 0.1}, {"val_accuracy": val}], "step_time_ratio_achieved": ratio}
+    groups = {"traditional_tl_training": [run(0.60, 0.3), run(0.62, 0.3)],
+              "block_range_training_blocks0-2": [run(0.55, 0.8)], "block_range_training_blocks3-4": [run(0.70, 0.5)]}
+    table = study_selection.stage_gains_section(groups, [(0, 2), (2, 3), (3, 4)], ["s0", "s1", "s2"])
+    assert "| gain over TL alone (val, points) | -6.0 | - | +9.0 |" in table  # final epochs, against TL's mean 61 %
+    assert "| its step ratio | 0.80 | - | 0.50 |" in table
+    assert study_selection.stage_gains_section({}, [(0, 2)], ["s0"]) == ""
+
+
 def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_path, protocol):
     from experiments import study_frontier
 
