@@ -288,9 +288,14 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("elastic_window_training", 0.533, "paper"), ("elastic_window_training", 0.7, "exact"))
 
 
+def depth_stages(model: str) -> List[Tuple[int, int]]:
+    """The model's resolution stages as [first block, stop block) pairs."""
+    return [(int(first), int(stop)) for first, stop in (stage.split(":") for stage in DEPTH_STAGES[model])]
+
+
 def frontier_stage_ranges(model: str) -> List[str]:
     """Each resolution stage alone and each pair of adjacent stages, as block ranges."""
-    stages = [tuple(int(value) for value in stage.split(":")) for stage in DEPTH_STAGES[model]]
+    stages = depth_stages(model)
     pairs = [(first[0], second[1]) for first, second in zip(stages, stages[1:])]
     return [f"{first}:{stop}" for first, stop in stages + pairs]
 

@@ -309,11 +309,11 @@ def selections_appendix(model_name: str, plan: str, groups: Dict[str, List[Dict]
     plan's `family` first, what each stage gains trained alone."""
     from experiments.plot import Run as LoggedRun
     from experiments.study_selection import selection_section, stage_gains_section
-    from experiments.study_plans import DEPTH_STAGES
+    from experiments.study_plans import depth_stages
 
     logging.getLogger("tensorboard").setLevel(logging.ERROR)  # its "No path found after ..." chatter
 
-    stages = [tuple(int(v) for v in stage.split(":")) for stage in DEPTH_STAGES[PROTOCOLS[model_name]["model_name"]]]
+    stages = depth_stages(PROTOCOLS[model_name]["model_name"])
     labels = [f"blocks {first}-{stop}" for first, stop in stages]
     parts, missing = [], []
     if family:
