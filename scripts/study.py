@@ -138,9 +138,10 @@ FAMILY_SEEDS = 3  # the frontier's family runs at least this many seeds before i
 DECISIVE_FILE = "decisive_configs.txt"  # beside a frontier plan's results, once --decisive chose them
 
 
-def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str) -> List[Run]:
+def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str, dry_run: bool = False) -> List[Run]:
     """The runs of the frontier plan that decide its judgement (each compared scheme and the
-    frontier member at its measured step ratio, from the results in `out_dir`), for more seeds."""
+    frontier member at its measured step ratio, from the results in `out_dir`), for more seeds.
+    Chosen once and frozen beside the results, except in a dry run (which shows the choice)."""
     from experiments.study_frontier import decisive_configs, family_seeds
     from experiments.study_table import load_results
 
@@ -164,8 +165,10 @@ def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str) -> List[Run]:
                                f"the seeds all configs share: {sorted(seeds) or 'none'}")
                             + "): run the plan without --decisive")
         chosen = set(decisive_configs(groups))
-        atomic_write_text(frozen, "\n".join(sorted(chosen)) + "\n")
-    print(f"decisive configs ({os.path.relpath(frozen, ROOT)}): {', '.join(sorted(chosen))}")
+        if not dry_run:
+            atomic_write_text(frozen, "\n".join(sorted(chosen)) + "\n")
+    where = "a dry run: not frozen yet" if not os.path.exists(frozen) else os.path.relpath(frozen, ROOT)
+    print(f"decisive configs ({where}): {', '.join(sorted(chosen))}")
     return [run for run in runs if run.config_name in chosen]
 
 
@@ -185,7 +188,7 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool,
     runs = plan_runs(plan, model_name, seeds)
     out_dir, log_root = results_dir(model_name, plan), logs_dir(model_name, plan)
     if getattr(options, "decisive", False):
-        runs = decisive_runs(plan, runs, out_dir)
+        runs = decisive_runs(plan, runs, out_dir, dry_run)
     python = sys.executable
     mine = set(select([run.name for run in runs], run_costs(model_name, runs), shard,
                       {run.name: f"seed {run.seed}" for run in runs} if options.shard_by == "seed" else None))
@@ -196,7 +199,7 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool,
     print(f"study {plan} for {model_name}: {len(runs)} runs, {len(runs) - len(todo)} done, "
           f"{len(todo)} to go; results in {os.path.relpath(out_dir, ROOT)}")
     backbone_sha256 = None
-    if todo and not dry_run:
+    if todo:  # a dry run too: it shows what the run would refuse
         check_one_protocol(out_dir, model_name, plan)
     if any(not run.weights for run in todo) and not dry_run:
         backbone_sha256 = file_sha256(require_backbone(model_name, "the study"))

@@ -678,7 +678,10 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
         study.decisive_runs("frontier", runs, str(tmp_path))
     for config in configs:
         write(config, 2, *special.get(config, (0.9, 0.5)), 0.7)
+    shown = study.decisive_runs("frontier", runs, str(tmp_path), dry_run=True)
+    assert not (tmp_path / study.DECISIVE_FILE).exists()  # a dry run shows the choice and freezes nothing
     chosen = study.decisive_runs("frontier", runs, str(tmp_path))
+    assert chosen == shown
     # every compared scheme, the top at 0.50 + 0.03 and block 7-11 at 0.70 + 0.03
     assert {run.config_name for run in chosen} == {
         "static_top_training_rho0.5_exact", "block_range_training_blocks7-11"} | {
