@@ -288,6 +288,11 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("elastic_window_training", 0.533, "paper"), ("elastic_window_training", 0.7, "exact"))
 
 
+# Candidates whose design did not stand on the design draws (read on validation): they stay in the
+# design draws' tables as measured negative results and are not judged, so the judging draws skip them.
+NOT_KEPT = ("elastic_heldout_training",)
+
+
 def depth_stages(model: str) -> List[Tuple[int, int]]:
     """The model's resolution stages as [first block, stop block) pairs."""
     return [(int(first), int(stop)) for first, stop in (stage.split(":") for stage in DEPTH_STAGES[model])]
@@ -308,7 +313,8 @@ def frontier_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     configs = ([Run(scheme, 0) for scheme in FRONTIER_BASELINES]
                + [Run("static_top_training", 0, rho=rho, rho_mode="exact") for rho in FRONTIER_TOPS]
                + [Run("block_range_training", 0, block_range=stage) for stage in frontier_stage_ranges(model)]
-               + [Run(scheme, 0, rho=rho, rho_mode=mode) for scheme, rho, mode in FRONTIER_COMPARED])
+               + [Run(scheme, 0, rho=rho, rho_mode=mode) for scheme, rho, mode in FRONTIER_COMPARED
+                  if task_name(model_name) not in DRAWS or scheme not in NOT_KEPT])
     return [dataclasses.replace(config, seed=seed) for seed in seeds for config in configs]
 
 
