@@ -12,6 +12,8 @@ deepest tensor, each of which costs only its weight gradient there. Of those tha
 the one with the most total importance wins (selection_solver_DP.select_window). Everything else
 is ElasticTrainer's: the probe and its cost, the selections' schedule, the budget rho in both
 modes, the profile's times and the closed loop on measured steps.
+
+HeldOutWindowElasticTraining sums the held-out importance of heldout.py over the same structure.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import tensorflow as tf
 from models import gradient_filter
 from schemes.base import Context, bn_plus_bias_mask, classifier_mask
 from schemes.elastic import ElasticTraining
+from schemes.heldout import HeldOutElasticTraining
 from utils import UserError
 
 
@@ -62,3 +65,11 @@ class WindowElasticTraining(ElasticTraining):
         logging.warning("no range of whole blocks fits the budget: this selection is ElasticTrainer's")
         return super().choose(importance)
 
+
+
+class HeldOutWindowElasticTraining(HeldOutElasticTraining, WindowElasticTraining):
+    """The first candidate's importance (each probe update scored on validation images it was not
+    made on) summed over the second's structure (a range of whole blocks, the cheap tensors above
+    it, the classifier): issue 34's third candidate."""
+
+    train_type = "elastic_heldout_window_training"

@@ -568,9 +568,10 @@ def test_the_frontier_plan_covers_its_family_and_tiles_the_stages(protocol):
                                                                for r in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)]
     ranges = [run.block_range for run in runs if run.block_range]
     assert ranges == ["0:4", "4:7", "7:11", "11:14", "14:19", "0:7", "4:11", "7:14", "11:19"]
-    assert "elastic_training_rho0.533_paper" in names and len(runs) == 25
-    assert names[-4:] == ["elastic_heldout_training_rho0.533_paper", "elastic_heldout_training_rho0.7_exact",
-                          "elastic_window_training_rho0.533_paper", "elastic_window_training_rho0.7_exact"]
+    assert "elastic_training_rho0.533_paper" in names and len(runs) == 27
+    assert names[-6:] == ["elastic_heldout_training_rho0.533_paper", "elastic_heldout_training_rho0.7_exact",
+                          "elastic_window_training_rho0.533_paper", "elastic_window_training_rho0.7_exact",
+                          "elastic_heldout_window_training_rho0.533_paper", "elastic_heldout_window_training_rho0.7_exact"]
     # a judging draw runs the same plan without the candidates whose design did not stand
     judged = [run.config_name for run in study_plans.plan_runs("frontier", "parts_seed1_mobilenetv2", [0])]
     assert judged == [name for name in names if not name.startswith(study_plans.NOT_KEPT)] and len(judged) == 23
@@ -666,7 +667,9 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
                "elastic_training_rho0.5_exact": (0.50, 0.64), "elastic_training_rho0.7_exact": (0.70, 0.68),
                "elastic_heldout_training_rho0.533_paper": (0.50, 0.66),
                "elastic_heldout_training_rho0.7_exact": (0.70, 0.70),
-               "elastic_window_training_rho0.533_paper": (0.49, 0.67), "elastic_window_training_rho0.7_exact": (0.69, 0.71)}
+               "elastic_window_training_rho0.533_paper": (0.50, 0.67), "elastic_window_training_rho0.7_exact": (0.69, 0.71),
+               "elastic_heldout_window_training_rho0.533_paper": (0.50, 0.66),
+               "elastic_heldout_window_training_rho0.7_exact": (0.70, 0.70)}
     configs = sorted({run.config_name for run in study_plans.plan_runs("frontier", "parts_mobilenetv2", [0])})
     runs = study_plans.plan_runs("frontier", "parts_mobilenetv2", [3, 4])
     with pytest.raises(UserError, match="--decisive goes with the frontier plan"):
@@ -677,7 +680,7 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
     with pytest.raises(UserError, match=r"needs the frontier plan's results first.*share: \[0, 1\]"):  # seed 2 missing
         study.decisive_runs("frontier", runs, str(tmp_path))
     write("full_training", 2, 1.0, 0.5, 0.7)
-    with pytest.raises(UserError, match=r"24 configs lack some of seeds \[0, 1, 2\], e.g. block_range_training_blocks0-4"):
+    with pytest.raises(UserError, match=r"26 configs lack some of seeds \[0, 1, 2\], e.g. block_range_training_blocks0-4"):
         study.decisive_runs("frontier", runs, str(tmp_path))
     for config in configs:
         write(config, 2, *special.get(config, (0.9, 0.5)), 0.7)

@@ -138,3 +138,23 @@ def test_a_model_without_blocks_is_refused_clearly():
     model = tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="classifier")(tf.keras.layers.Dense(5)(inputs)))
     with pytest.raises(UserError, match="ranges of convolutional blocks"):
         schemes.SCHEMES["elastic_window_training"].check(model, None)
+
+
+def test_the_third_candidate_scores_on_validation_and_selects_a_range_of_whole_blocks():
+    from test_train import tiny_data
+
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    context = make_context(model, "elastic_heldout_window_training", rho=0.85)
+    context.validation = tiny_data(batches=3, seed=7)
+    scheme = schemes.SCHEMES["elastic_heldout_window_training"](context)
+    calls = []
+    original = scheme.probe.loss_change
+    scheme.probe.loss_change = lambda batches, scored=None: calls.append(scored) or original(batches, scored=scored)
+    scheme.reselect(0)
+    validation = {image.tobytes() for batch, _ in context.validation for image in batch.numpy()}
+    assert calls and all(image.tobytes() in validation for images, _ in calls[0] for image in np.asarray(images))
+    chosen = scheme.mask.astype(bool)
+    window, _ = _window_of(chosen, block_of_tensors(model))
+    assert window.any() and chosen[window].all() and scheme.held_out_position == 1
+    assert not schemes.SCHEMES["elastic_heldout_window_training"].accepts_memory_budget
