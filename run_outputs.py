@@ -204,7 +204,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 def code_state(root: str = ROOT) -> Dict[str, Optional[object]]:
     """The git commit of the code a run ran, and whether tracked files differed from it (None for
-    both outside a git checkout or without git)."""
+    both outside a git checkout or without git). Results kept in git (results/: a study's summaries
+    and manifest, which its own runs write) are outputs, not code, and do not count."""
     def git(*arguments: str) -> Optional[str]:
         try:
             done = subprocess.run(["git", *arguments], cwd=root, capture_output=True, text=True, timeout=20)
@@ -213,7 +214,7 @@ def code_state(root: str = ROOT) -> Dict[str, Optional[object]]:
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    changes = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    changes = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)results") if commit else None
     return {"code_commit": commit, "code_dirty": None if changes is None else bool(changes)}
 
 

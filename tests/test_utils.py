@@ -52,3 +52,25 @@ def test_user_errors_become_one_line_and_exit_2(capsys):
 
     assert run_cli(failing, []) == 2
     assert capsys.readouterr().err == "error: what went wrong and how to fix it\n"
+
+
+def test_a_run_records_its_code_commit_and_dirty_means_code_not_results(tmp_path):
+    import subprocess
+
+    import run_outputs
+
+    def git(*arguments):
+        subprocess.run(["git", *arguments], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "results" / "manifest.json").write_text("{}\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    state = run_outputs.code_state(str(tmp_path))
+    assert len(state["code_commit"]) == 40 and state["code_dirty"] is False
+    (tmp_path / "results" / "manifest.json").write_text('{"a run": 1}\n')  # what a study's own runs write
+    assert run_outputs.code_state(str(tmp_path))["code_dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert run_outputs.code_state(str(tmp_path))["code_dirty"] is True
+    assert run_outputs.code_state(str(tmp_path / "results")) == {"code_commit": state["code_commit"], "code_dirty": True}
