@@ -288,7 +288,9 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("elastic_window_training", 0.533, "paper"), ("elastic_window_training", 0.7, "exact"),
                      # the third (schemes/window.py), after the second's parts rows and before any run of its own
                      ("elastic_heldout_window_training", 0.533, "paper"),
-                     ("elastic_heldout_window_training", 0.7, "exact"))
+                     ("elastic_heldout_window_training", 0.7, "exact"),
+                     # the fourth (schemes/schedule.py), before any run of its own
+                     ("depth_schedule_training", 0.533, "paper"), ("depth_schedule_training", 0.7, "exact"))
 
 
 # Candidates whose design did not stand on the design draws (read on validation): they stay in the
