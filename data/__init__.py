@@ -199,12 +199,15 @@ def check_val_fraction(val_fraction: float) -> None:
 
 
 def stored_splits(dataset_name: str, data_dir: Optional[str] = None) -> Tuple[str, ...]:
-    """The splits a dataset stores; for an embedded dataset not generated yet, those it will."""
+    """The splits a dataset stores; for a dataset not downloaded or generated yet (whose splits TFDS
+    does not know before), those it will: an embedded one's from its config, and train and test
+    for the downloaded ones registered here (none of which has a validation split)."""
     builder = _builder(dataset_name, data_dir)
-    if not isinstance(builder, tfds.folder_dataset.ImageFolder) and not builder.is_prepared() and isinstance(
-            builder, (embedded_parts.EmbeddedParts, embedded_shapes.EmbeddedShapes)):
+    if isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared():
+        return tuple(builder.info.splits.keys())
+    if isinstance(builder, (embedded_parts.EmbeddedParts, embedded_shapes.EmbeddedShapes)):
         return tuple(embedded_shapes.split_sizes(builder.builder_config))
-    return tuple(builder.info.splits.keys())  # a known TFDS dataset's metadata holds them before its download
+    return SPLITS
 
 
 def resolve_validation(mode: str, val_fraction: float, dataset_name: str,

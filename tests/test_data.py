@@ -124,6 +124,9 @@ def test_validation_modes_resolve_or_say_what_to_do(tmp_path):
     # not generated yet: the splits its builder will write
     assert data.stored_splits("embedded_parts", str(tmp_path)) == ("train", "test", "validation")
     assert data.stored_splits("embedded_parts_source", str(tmp_path)) == ("train", "test")
+    # a registered download before it happens (TFDS knows no splits yet): train and test, so auto carves
+    assert data.stored_splits("caltech_birds2011", str(tmp_path)) == ("train", "test")
+    assert data.resolve_validation("auto", 0.1, "caltech_birds2011", str(tmp_path)) == ("carved", 0.1)
     assert data.resolve_validation("auto", 0.1, "embedded_parts", str(tmp_path)) == ("fresh", 0.0)
     assert data.resolve_validation("auto", 0.0, "embedded_parts", str(tmp_path)) == ("none", 0.0)
     assert data.resolve_validation("carved", 0.2, "embedded_parts", str(tmp_path)) == ("carved", 0.2)
