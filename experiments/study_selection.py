@@ -7,7 +7,11 @@ Pure functions over masks (run_outputs' "elastic/selection" text) and block layo
 """
 from __future__ import annotations
 
+import math
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from experiments.study_frontier import final_value
+from experiments.study_stats import mean_std
 
 Stage = Tuple[int, int]  # [first block, stop block)
 
@@ -87,28 +91,19 @@ def stage_gains_section(groups: Dict[str, List[Dict]], stages: Sequence[Stage], 
     """A markdown table: what each stage gains when trained alone (block_range_training of exactly
     that stage), on final-epoch validation accuracy over traditional TL's, in points, and at what
     measured step ratio (means over each config's runs). Empty without TL's runs."""
-    def mean(runs: Sequence[Dict], value) -> Optional[float]:
-        values = [value(run) for run in runs]
-        values = [v for v in values if v is not None]
-        return sum(values) / len(values) if values else None
-
-    def final_val(run: Dict) -> Optional[float]:
-        history = run.get("history") or []
-        return history[-1].get("val_accuracy") if history else None
-
-    baseline = mean(groups.get("traditional_tl_training", []), final_val)
-    if baseline is None:
+    baseline = mean_std([final_value(run, "val") for run in groups.get("traditional_tl_training", [])])[0]
+    if not math.isfinite(baseline):
         return ""
     gains, ratios = [], []
     for first, stop in stages:
         runs = groups.get(f"block_range_training_blocks{first}-{stop}", [])
-        val, ratio = mean(runs, final_val), mean(runs, lambda run: run.get("step_time_ratio_achieved"))
-        gains.append("-" if val is None else f"{100 * (val - baseline):+.1f}")
-        ratios.append("-" if ratio is None else f"{ratio:.2f}")
+        val = mean_std([final_value(run, "val") for run in runs])[0]
+        ratio = mean_std([run.get("step_time_ratio_achieved") for run in runs])[0]
+        gains.append(f"{100 * (val - baseline):+.1f}" if math.isfinite(val) else "-")
+        ratios.append(f"{ratio:.2f}" if math.isfinite(ratio) else "-")
     return "\n".join([
         "Each stage trained alone (with the classifier): its final validation accuracy minus traditional TL's, "
         "in points, and its measured step ratio (means over runs), beside which the importance shares below read:",
         "", "| | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels),
         "| gain over TL alone (val, points) | " + " | ".join(gains) + " |",
         "| its step ratio | " + " | ".join(ratios) + " |"]) + "\n"
-
