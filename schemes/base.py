@@ -203,3 +203,30 @@ class BudgetedScheme(Scheme):
 
     def check_memory(self, mask: np.ndarray) -> None:
         self.controller.check_memory(mask)
+
+
+class PeriodicScheme(BudgetedScheme):
+    """A budgeted scheme that starts from the classifier alone and re-selects every `--interval`
+    epochs; its steps' times close the controller's loop, and a checkpoint keeps both."""
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        self.interval_steps = max(1, round(context.config.interval * context.steps_per_epoch))
+        self.selections = 0  # made so far in the run
+
+    def initial_mask(self, model):
+        return classifier_mask(model)
+
+    def due(self, step: int) -> bool:
+        return step % self.interval_steps == 0
+
+    def observe_step(self, step_ms: float) -> None:
+        self.controller.observe(step_ms)
+
+    def state(self) -> Dict:
+        return {**super().state(), "selections": self.selections, "controller": self.controller.state()}
+
+    def load_state(self, state: Dict) -> None:
+        super().load_state(state)
+        self.selections = state["selections"]
+        self.controller.load_state(state["controller"])

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 import models
-from schemes.base import BudgetedScheme, Context, classifier_mask
+from schemes.base import Context, PeriodicScheme, classifier_mask
 from schemes.time_budget import StepTimeController
 from train_step import (Forward, chunked_time_ms, free_batch_gradients, full_gradients, micro_batched_gradients,
                         preserved_state, typical_ms, wall_times_ms)
@@ -110,7 +110,7 @@ def normalized(importance: np.ndarray) -> np.ndarray:
     return importance / peak if peak > 0 else importance
 
 
-class ElasticTraining(BudgetedScheme):
+class ElasticTraining(PeriodicScheme):
     """ElasticTrainer: every `interval` epochs, evaluate importance and solve the selection DP."""
 
     train_type = "elastic_training"
@@ -118,16 +118,10 @@ class ElasticTraining(BudgetedScheme):
 
     def __init__(self, context: Context):
         super().__init__(context)
-        config = context.config
         self.probe = ImportanceProbe(context.model, context.setup.optimizer, context.steps.forward)
-        self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
         self._head = classifier_mask(context.model)
-        self.selections = 0
         self._selected_here = 0  # selections made by this process (not checkpointed)
         self.probe_position = 0  # batches of the probe stream used so far
-
-    def initial_mask(self, model):
-        return classifier_mask(model)
 
     def probe_batches(self) -> List:
         """The next batches of the probes' own stream (reproducible, and the same after a resume)."""
@@ -142,12 +136,6 @@ class ElasticTraining(BudgetedScheme):
     def choose(self, importance: np.ndarray) -> np.ndarray:
         """The selection (forward-order mask) for this importance: the DP's, within the budget."""
         return self.controller.select(importance)
-
-    def due(self, step: int) -> bool:
-        return step % self.interval_steps == 0
-
-    def observe_step(self, step_ms: float) -> None:
-        self.controller.observe(step_ms)
 
     def observe_memory(self, selection: Dict) -> None:
         if self.controller.memory is not None and "measured_mb" in selection:
@@ -226,13 +214,11 @@ class ElasticTraining(BudgetedScheme):
                 and (self.probe.chunks == 1 or bool(self.probe.calls_ms)))
 
     def state(self) -> Dict:
-        return {**super().state(), "selections": self.selections, "probe_position": self.probe_position,
-                "controller": self.controller.state()}
+        return {**super().state(), "probe_position": self.probe_position}
 
     def load_state(self, state: Dict) -> None:
         super().load_state(state)
-        self.selections, self.probe_position = state["selections"], state["probe_position"]
-        self.controller.load_state(state["controller"])
+        self.probe_position = state["probe_position"]
 
     def _recalibrate(self) -> Dict[str, float]:
         """Time classifier-only, deepest-layer-only and full steps live (state restored after)."""

@@ -17,7 +17,7 @@ from typing import Dict
 
 import numpy as np
 
-from schemes.base import BudgetedScheme, Context, classifier_mask
+from schemes.base import Context, PeriodicScheme, classifier_mask
 
 SPREAD = 0.15  # rho_i runs from rho + SPREAD to rho - SPREAD (fixed before any run, not tuned)
 
@@ -29,7 +29,7 @@ def period_rhos(rho: float, periods: int, spread: float = SPREAD) -> list:
     return [min(rho + spread * (1 - 2 * index / (periods - 1)), 1.0) for index in range(periods)]
 
 
-class DepthScheduleTraining(BudgetedScheme):
+class DepthScheduleTraining(PeriodicScheme):
     """The contiguous top at rho_i in period i: deep early, shallow late, mean rho."""
 
     train_type = "depth_schedule_training"
@@ -38,20 +38,8 @@ class DepthScheduleTraining(BudgetedScheme):
 
     def __init__(self, context: Context):
         super().__init__(context)
-        config = context.config
-        self.interval_steps = max(1, round(config.interval * context.steps_per_epoch))
-        total_steps = config.num_epochs * context.steps_per_epoch
-        self.rhos = period_rhos(config.rho, max(1, math.ceil(total_steps / self.interval_steps)))
-        self.selections = 0
-
-    def initial_mask(self, model):
-        return classifier_mask(model)
-
-    def due(self, step: int) -> bool:
-        return step % self.interval_steps == 0
-
-    def observe_step(self, step_ms: float) -> None:
-        self.controller.observe(step_ms)
+        total_steps = context.config.num_epochs * context.steps_per_epoch
+        self.rhos = period_rhos(context.config.rho, max(1, math.ceil(total_steps / self.interval_steps)))
 
     def reselect(self, step: int) -> Dict[str, float]:
         info = self.controller.end_period(self.mask) if self.selections else {}
@@ -64,11 +52,3 @@ class DepthScheduleTraining(BudgetedScheme):
         predicted = self.controller.predicted_ms(self.mask)
         return {**info, "schedule/rho": rho, "elastic/selected_fraction": float(np.mean(self.mask)),
                 "elastic/predicted_rho": predicted / self.controller.T_full_ms}
-
-    def state(self) -> Dict:
-        return {**super().state(), "selections": self.selections, "controller": self.controller.state()}
-
-    def load_state(self, state: Dict) -> None:
-        super().load_state(state)
-        self.selections = state["selections"]
-        self.controller.load_state(state["controller"])

@@ -66,7 +66,6 @@ class WindowElasticTraining(ElasticTraining):
         return super().choose(importance)
 
 
-
 class HeldOutWindowElasticTraining(HeldOutElasticTraining, WindowElasticTraining):
     """The first candidate's importance (each probe update scored on validation images it was not
     made on) summed over the second's structure (a range of whole blocks, the cheap tensors above
