@@ -290,7 +290,9 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("elastic_heldout_window_training", 0.533, "paper"),
                      ("elastic_heldout_window_training", 0.7, "exact"),
                      # the fourth (schemes/schedule.py), before any run of its own
-                     ("depth_schedule_training", 0.533, "paper"), ("depth_schedule_training", 0.7, "exact"))
+                     ("depth_schedule_training", 0.533, "paper"), ("depth_schedule_training", 0.7, "exact"),
+                     # the fifth (schemes/anchored.py), before any run of its own
+                     ("anchored_window_training", 0.533, "paper"), ("anchored_window_training", 0.7, "exact"))
 
 
 # Candidates whose design did not stand on the design draws (read on validation): they stay in the

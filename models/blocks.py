@@ -38,3 +38,20 @@ def blocks(model: tf.keras.Model) -> List[Tuple[str, List[tf.keras.layers.Layer]
         if layer.weights and current is not None:
             found.setdefault(current, []).append(layer)
     return list(found.items())
+
+
+def resolution_stages(model: tf.keras.Model) -> List[Tuple[int, int]]:
+    """The backbone's resolution stages as [first block, stop block) pairs over `blocks`: runs of
+    consecutive blocks whose last convolution outputs the same spatial size (MobileNetV2 at any
+    input size: blocks 0-1, 2-3, 4-6, 7-13, 14-18)."""
+    sizes = []
+    for _, layers in blocks(model):
+        last = [layer for layer in layers if isinstance(layer, CONVOLUTIONS)][-1]
+        sizes.append(tuple(last.output.shape[1:-1]))
+    stages: List[Tuple[int, int]] = []
+    for index, size in enumerate(sizes):
+        if stages and sizes[stages[-1][0]] == size:
+            stages[-1] = (stages[-1][0], index + 1)
+        else:
+            stages.append((index, index + 1))
+    return stages

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
@@ -213,6 +214,8 @@ class PeriodicScheme(BudgetedScheme):
         super().__init__(context)
         self.interval_steps = max(1, round(context.config.interval * context.steps_per_epoch))
         self.selections = 0  # made so far in the run
+        total_steps = context.config.num_epochs * context.steps_per_epoch
+        self.periods = max(1, math.ceil(total_steps / self.interval_steps))  # selections a whole run makes
 
     def initial_mask(self, model):
         return classifier_mask(model)

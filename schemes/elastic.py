@@ -123,9 +123,10 @@ class ElasticTraining(PeriodicScheme):
         self._selected_here = 0  # selections made by this process (not checkpointed)
         self.probe_position = 0  # batches of the probe stream used so far
 
-    def probe_batches(self) -> List:
-        """The next batches of the probes' own stream (reproducible, and the same after a resume)."""
-        count = self.context.config.probe_batches
+    def probe_batches(self, count: Optional[int] = None) -> List:
+        """The next `count` batches (--probe_batches when not given) of the probes' own stream
+        (reproducible, and the same after a resume)."""
+        count = count or self.context.config.probe_batches
         batches = self.context.train_data.probe(self.probe_position, count)
         self.probe_position += count
         return batches

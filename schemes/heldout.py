@@ -13,7 +13,7 @@ measured steps, and the probe's cost (two gradient passes per probe batch).
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -40,11 +40,12 @@ class HeldOutElasticTraining(ElasticTraining):
             self._held_out = data.FixedEpochs(shuffled.batch(config.batch_size, drop_remainder=True))
         self.held_out_position = 0  # batches of the validation split scored so far
 
-    def scored_batches(self) -> List:
-        """The batches the probe's updates are scored on, one per probe batch."""
-        count = self.context.config.probe_batches
+    def scored_batches(self, count: Optional[int] = None) -> List:
+        """The batches the probe's updates are scored on, one per probe batch (`count`: how many,
+        --probe_batches when not given)."""
+        count = count or self.context.config.probe_batches
         if self._held_out is None:  # no validation split: the training probe stream's next batches
-            return self.probe_batches()
+            return self.probe_batches(count)
         batches = self._held_out.probe(self.held_out_position, count)
         self.held_out_position += count
         return batches

@@ -12,7 +12,6 @@ steps measured in the last. docs/benchmarks/regime_and_depth.md, "A fourth candi
 """
 from __future__ import annotations
 
-import math
 from typing import Dict
 
 import numpy as np
@@ -38,8 +37,7 @@ class DepthScheduleTraining(PeriodicScheme):
 
     def __init__(self, context: Context):
         super().__init__(context)
-        total_steps = context.config.num_epochs * context.steps_per_epoch
-        self.rhos = period_rhos(context.config.rho, max(1, math.ceil(total_steps / self.interval_steps)))
+        self.rhos = period_rhos(context.config.rho, self.periods)
 
     def reselect(self, step: int) -> Dict[str, float]:
         info = self.controller.end_period(self.mask) if self.selections else {}

@@ -257,7 +257,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "backbone (mobilenetv2); frontier: a family of fixed choices (contiguous tops, "
                              "stages and adjacent pairs of stages alone, BN+bias, TL, full), ElasticTrainer and the "
                              "candidates elastic_heldout_training, elastic_window_training, "
-                             "elastic_heldout_window_training and depth_schedule_training, whose table sets each "
+                             "elastic_heldout_window_training, depth_schedule_training and "
+                             "anchored_window_training, whose table sets each "
                              "selective run beside the best "
                              "fixed choice within its measured step ratio")
     parser.add_argument("--model_name", default="mobilenetv2", choices=sorted({p["model_name"] for p in PROTOCOLS.values()}))

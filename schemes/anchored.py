@@ -1,0 +1,99 @@
+"""One held-out look at the backbone's stages, then every selection spends the budget from the best
+stage up (issue 34's fifth candidate; ElasticTrainer itself stays as it is in elastic.py).
+
+The held-out importance of heldout.py, at a run's first selection and summed over each resolution
+stage, ranked the stages as the stage-alone runs' gains did on the design draws, while later
+selections swung with noise; and the window candidates under-spent, because a signed sum over a
+range prefers small ranges. So this scheme looks once, with all the probe batches ElasticTrainer
+spends over a run (--probe_batches at each of its selections), and names the stage whose updates
+lower the loss of images they were not made on most: the anchor. Every selection (ElasticTrainer's
+schedule) then trains a window of whole blocks (window.py's structure) ranked by position, not
+importance: as many of the anchor's tensors as fit, then as many above it as fit, then the cheap
+tensors above the window; never a block below the anchor. The budget is the user's rho in both
+modes, with the closed loop on measured steps in exact mode (the window is refitted, the anchor
+stays). docs/benchmarks/regime_and_depth.md, "A fifth candidate".
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from models.blocks import resolution_stages
+from schemes.base import Context
+from schemes.window import HeldOutWindowElasticTraining
+
+
+def stage_sums(importance: np.ndarray, block_of: np.ndarray, stages: Sequence[Tuple[int, int]]) -> List[float]:
+    """Each stage's total importance (its blocks' tensors; `block_of` as window.block_of_tensors)."""
+    return [float(importance[(block_of >= first) & (block_of < stop)].sum()) for first, stop in stages]
+
+
+def anchor_of(sums: Sequence[float]) -> int:
+    """The stage with the largest positive total; the last stage when none is positive."""
+    best = int(np.argmax(sums))
+    return best if sums[best] > 0 else len(sums) - 1
+
+
+def anchored_scores(block_of: np.ndarray, first: int, stop: int) -> np.ndarray:
+    """Per-tensor scores under which the best window selection (select_window) holds as many
+    tensors of blocks first..stop-1 (the anchor) as fit, then as many above them as fit, and no
+    tensor of a block below: any anchor tensor outweighs every tensor above it together, and any
+    tensor below costs more than the rest can bring. The classifier (block -1) scores 0."""
+    count = len(block_of)
+    scores = np.zeros(count)
+    scores[block_of >= stop] = 1.0
+    scores[(block_of >= first) & (block_of < stop)] = count + 1.0
+    scores[(block_of >= 0) & (block_of < first)] = -(count + 1.0) ** 2
+    return scores
+
+
+def above_anchor(mask: np.ndarray, block_of: np.ndarray, first: int) -> np.ndarray:
+    """`mask`, or all zeros when it trains a block below block `first` (when only windows below the
+    anchor fit, the anchored scores still rank them: none of them is taken)."""
+    below = (block_of >= 0) & (block_of < first)
+    return np.zeros_like(mask) if (mask.astype(bool) & below).any() else mask
+
+
+class AnchoredWindowTraining(HeldOutWindowElasticTraining):
+    """A window of whole blocks from the anchor stage up, the cheap tensors above it, the classifier."""
+
+    train_type = "anchored_window_training"
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        self.stages = resolution_stages(context.model)
+        self.anchor: Optional[int] = None  # the anchor's index in `stages`, once looked
+        self.look: Optional[np.ndarray] = None  # the held-out importance the anchor was chosen on
+        self.sums: List[float] = []
+
+    def importance(self) -> np.ndarray:
+        if self.look is None:  # the one look: every probe batch of the run's selections at once
+            count = self.context.config.probe_batches * self.periods
+            self.look = self.probe.loss_change(self.probe_batches(count), scored=self.scored_batches(count))
+            self.sums = stage_sums(self.look, self.block_of, self.stages)
+            self.anchor = anchor_of(self.sums)
+        else:
+            self.probe.calls_ms = []  # no probe now: the drift is timed afresh, as after a probe
+        return self.look
+
+    def choose(self, importance: np.ndarray) -> np.ndarray:
+        first, stop = self.stages[self.anchor]
+        mask = self.controller.select_window(anchored_scores(self.block_of, first, stop), self.block_of,
+                                             self._head, self.cheap)
+        return above_anchor(mask, self.block_of, first)  # nothing fits: ElasticTrainer's classifier alone
+
+    def reselect(self, step: int) -> Dict[str, float]:
+        info = super().reselect(step)
+        first, stop = self.stages[self.anchor]
+        return {**info, "anchor/first_block": first, "anchor/stop_block": stop,
+                **{f"anchor/stage{index}_sum": value for index, value in enumerate(self.sums)}}
+
+    def state(self) -> Dict:
+        return {**super().state(), "anchor": self.anchor, "sums": list(self.sums),
+                "look": None if self.look is None else self.look.tolist()}
+
+    def load_state(self, state: Dict) -> None:
+        super().load_state(state)
+        self.anchor, self.sums = state.get("anchor"), list(state.get("sums", []))
+        self.look = None if state.get("look") is None else np.array(state["look"])

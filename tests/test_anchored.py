@@ -1,0 +1,106 @@
+"""anchored_window_training: one held-out look names a stage; every window starts there and spends up."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import schemes
+import selection_solver_DP as solver
+from models.blocks import resolution_stages
+from schemes.anchored import above_anchor, anchor_of, anchored_scores, stage_sums
+from schemes.window import block_of_tensors
+from test_train import make_context, tiny_data, tiny_model
+
+
+def test_stages_are_runs_of_blocks_with_one_output_size():
+    inputs = tf.keras.Input((16, 16, 3))
+    x = tf.keras.layers.Conv2D(4, 3, padding="same", name="c1")(inputs)
+    x = tf.keras.layers.BatchNormalization(name="n1")(x)
+    x = tf.keras.layers.Conv2D(4, 3, padding="same", name="c2")(x)
+    x = tf.keras.layers.Conv2D(8, 3, strides=2, padding="same", name="c3")(x)
+    x = tf.keras.layers.GlobalAveragePooling2D()(x)
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="classifier")(x))
+    assert resolution_stages(model) == [(0, 2), (2, 3)]
+    assert resolution_stages(tiny_model()) == [(0, 1), (1, 2)]  # valid padding: 14x14, then 12x12
+
+
+def test_the_anchor_is_the_stage_with_the_largest_positive_sum():
+    block_of = np.array([0, 0, 1, 2, 2, 3, -1, -1])
+    importance = np.array([0.5, -0.2, 0.1, 0.4, 0.3, -1.0, 9.0, 9.0])
+    sums = stage_sums(importance, block_of, [(0, 1), (1, 3), (3, 4)])
+    assert sums == pytest.approx([0.3, 0.8, -1.0]) and anchor_of(sums) == 1  # the classifier counts for none
+    assert anchor_of([-0.1, -0.3, 0.0]) == 2  # nothing gains: the last stage (the top)
+
+
+def _windows(t_dy, t_dw, block_of, required, budget):
+    """Every window of whole blocks (with `required`) that fits, as (first, stop, mask)."""
+    found = []
+    for first in range(block_of.max() + 1):
+        for stop in range(first + 1, block_of.max() + 2):
+            window = required | ((block_of >= first) & (block_of < stop))
+            if solver.backward_time(t_dy, t_dw, window) <= budget:
+                found.append((first, stop, window))
+    return found
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_window_holds_as_much_of_the_anchor_as_fits_then_as_much_above_and_nothing_below(seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 4, 5)  # backward order: the classifier, then blocks 4..0 (block 0 nearest the input)
+    block_of = np.concatenate(([-1], np.repeat(np.arange(4, -1, -1), sizes[::-1])))
+    count = len(block_of)
+    t_dy, t_dw = rng.integers(0, 6, count), rng.integers(1, 6, count)
+    required = block_of == -1
+    budget = int(rng.integers(3, int(t_dy.sum() + t_dw.sum()) + 1))
+    first, stop = sorted(rng.choice(5, 2, replace=False) + np.array([0, 1]))
+    _, mask = solver.select_window(t_dy, t_dw, anchored_scores(block_of, first, stop), block_of, required,
+                                   np.zeros(count, bool), budget)
+    chosen = above_anchor(mask, block_of, first).astype(bool)
+    allowed = [window for low, _, window in _windows(t_dy, t_dw, block_of, required, budget) if low >= first]
+    if not allowed:  # only windows below the anchor fit (or none): none is taken
+        assert not chosen.any()
+        return
+    rank = lambda m: (int((m & (block_of >= first) & (block_of < stop)).sum()), int((m & (block_of >= stop)).sum()))  # noqa: E731
+    assert rank(chosen) == max(rank(window) for window in allowed)
+    assert solver.backward_time(t_dy, t_dw, chosen) <= budget
+
+
+def test_a_window_takes_the_cheap_tensors_above_it_after_the_blocks():
+    """Backward order: classifier, block 2 (a weight, a cheap bias), block 1, block 0 (the anchor)."""
+    block_of = np.array([-1, 2, 2, 1, 0])
+    t_dy, t_dw = np.array([0, 1, 0, 1, 1]), np.array([1, 3, 1, 4, 1])
+    required, cheap = block_of == -1, np.array([0, 0, 1, 0, 0], bool)
+    scores = anchored_scores(block_of, 0, 1)
+    assert math.isclose(scores[4], 6) and scores[0] == 0 and (scores[1:4] == 1).all()
+    # block 0 and the classifier cost 1 + 1 + 2 (the chain) = 4, the bias above 1 more; blocks 0-1 would cost 8
+    _, mask = solver.select_window(t_dy, t_dw, scores, block_of, required, cheap, 7)
+    assert mask.tolist() == [1, 0, 1, 0, 1]
+
+
+def test_the_scheme_looks_once_with_the_runs_probe_batches_and_refits_the_window():
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    # 4 steps an epoch, 3 epochs, a selection every epoch: three periods, so the look spends 3 probe batches
+    context = make_context(model, "anchored_window_training", rho=0.85, num_epochs=3, interval=1.0)
+    context.validation = tiny_data(batches=4, seed=7)
+    scheme = schemes.SCHEMES["anchored_window_training"](context)
+    info = scheme.reselect(0)
+    assert scheme.periods == 3 and scheme.probe_position == 3 and scheme.held_out_position == 3
+    first, stop = scheme.stages[scheme.anchor]
+    assert (info["anchor/first_block"], info["anchor/stop_block"]) == (first, stop)
+    assert scheme.anchor == anchor_of(stage_sums(scheme.look, block_of_tensors(model), scheme.stages))
+    block_of = block_of_tensors(model)
+    chosen = scheme.mask.astype(bool)
+    assert chosen[scheme._head == 1].all() and not (chosen & (block_of >= 0) & (block_of < first)).any()
+    assert scheme.controller.predicted_ms(scheme.mask) <= 0.85 * scheme.controller.T_full_ms + 1e-6
+    looked = scheme.look.copy()
+    scheme.reselect(4)  # no second look: the probe streams stay where they were
+    assert scheme.probe_position == 3 and scheme.held_out_position == 3 and (scheme.look == looked).all()
+    again = schemes.SCHEMES["anchored_window_training"](context)  # a resumed run keeps its anchor
+    again.load_state(scheme.state())
+    again.reselect(8)
+    assert again.anchor == scheme.anchor and again.probe_position == 3 and again.selections == 3
+    assert not schemes.SCHEMES["anchored_window_training"].accepts_memory_budget
