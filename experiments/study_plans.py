@@ -292,7 +292,10 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      # the fourth (schemes/schedule.py), before any run of its own
                      ("depth_schedule_training", 0.533, "paper"), ("depth_schedule_training", 0.7, "exact"),
                      # the fifth (schemes/anchored.py), before any run of its own
-                     ("anchored_window_training", 0.533, "paper"), ("anchored_window_training", 0.7, "exact"))
+                     ("anchored_window_training", 0.533, "paper"), ("anchored_window_training", 0.7, "exact"),
+                     # and across budgets, after its reading and before these runs (a description, design draws only)
+                     ("anchored_window_training", 0.5, "exact"), ("anchored_window_training", 0.6, "exact"),
+                     ("anchored_window_training", 0.8, "exact"))
 
 
 # Candidates whose design did not stand on the design draws (read on validation): they stay in the
