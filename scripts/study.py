@@ -320,15 +320,14 @@ def selections_appendix(model_name: str, plan: str, groups: Dict[str, List[Dict]
 
     stages = depth_stages(PROTOCOLS[model_name]["model_name"])
     labels = [f"blocks {first}-{stop}" for first, stop in stages]
-    parts, missing = [], []
+    parts, missing = [], runs_without_logs(model_name, plan, groups)
     if family:
         parts.append(stage_gains_section(family, stages, labels))
     for name, runs in sorted(groups.items()):
         logged = []
         for run in runs:
             run_dir = os.path.join(logs_dir(model_name, plan), run["run_name"])
-            if not os.path.isdir(run_dir):
-                missing.append(run["run_name"])
+            if run["run_name"] in missing:
                 continue
             events = LoggedRun(run_dir)
             logged.append({"masks": events.masks(), "blocks": events.blocks(), "importance": events.importances()})
@@ -337,6 +336,29 @@ def selections_appendix(model_name: str, plan: str, groups: Dict[str, List[Dict]
     if missing:
         parts.append(f"(No logs here for {len(missing)} runs, e.g. {missing[0]}: their selections are left out.)\n")
     return ("\n" + "\n".join(parts)) if parts else ""
+
+
+def runs_without_logs(model_name: str, plan: str, groups: Dict[str, List[Dict]]) -> List[str]:
+    """The runs of `groups` whose log folder (logs/study/.../<plan>/<run>/) is not on this machine."""
+    return [run["run_name"] for runs in groups.values() for run in runs
+            if not os.path.isdir(os.path.join(logs_dir(model_name, plan), run["run_name"]))]
+
+
+def check_selections_kept(model_name: str, directory: str) -> None:
+    """UserError when rewriting the committed frontier table here would drop selection sections: the
+    table reads each compared run's selections from its logs, which a clone without them lacks."""
+    from experiments.study_frontier import COMPARED_PREFIXES
+    from experiments.study_table import load_results
+
+    table = directory + ".md"
+    if not os.path.exists(table) or not os.path.isdir(directory):
+        return
+    compared = {name: runs for name, runs in load_results(directory).items() if name.startswith(COMPARED_PREFIXES)}
+    missing = runs_without_logs(model_name, "frontier", compared)
+    if missing:
+        raise UserError(f"{len(missing)} runs of {table} have no logs here (e.g. {missing[0]}; they would be in "
+                        f"{logs_dir(model_name, 'frontier')}), so rewriting it would drop their selection tables: "
+                        f"pass --output FILE to write the table elsewhere, or run this where the logs are")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -351,6 +373,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     appendix = {"depth": functools.partial(depth_appendix, args.model_name, by_depth),  # readings below the table
                 "regime": functools.partial(regime_appendix, args.model_name),
                 "frontier": functools.partial(frontier_appendix, args.model_name)}.get(args.plan)
+    if args.plan == "frontier" and not args.output:
+        check_selections_kept(args.model_name, directory)
     planned = [run.name for run in plan_runs(args.plan, args.model_name, args.seeds)]
     finished = [os.path.basename(path)[:-5] for path in glob.glob(os.path.join(directory, "*.json"))]
     manifests = load_manifests(directory)

@@ -706,3 +706,21 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
     family, _ = study_frontier.split(groups)
     top = next(p for p in family if p["config"] == "static_top_training_rho0.5_exact")
     assert top["val"] == pytest.approx(0.66) and top["ratio"] == pytest.approx(0.52) and top["seeds"] == 4
+
+
+def test_the_frontier_table_is_not_rewritten_without_the_logs_its_selections_come_from(tmp_path, monkeypatch):
+    results = tmp_path / "results" / "study" / "mobilenetv2_64" / "frontier"
+    results.mkdir(parents=True)
+    write_results(results, [summary("full_training", 0, [0.5, 0.8], 10.0),
+                            summary("elastic_training_rho0.7_exact", 0, [0.5, 0.7], 6.0)])
+    committed = results.parent / "frontier.md"
+    committed.write_text("the committed table, with selection sections\n")
+    monkeypatch.setattr(study, "ROOT", str(tmp_path))
+    with pytest.raises(UserError, match=r"1 runs of .*frontier.md have no logs here \(e.g. elastic_training_rho0.7_exact_s0.*"
+                                        r"pass --output FILE"):
+        study.main(["table", "frontier"])
+    assert committed.read_text() == "the committed table, with selection sections\n"  # untouched
+    assert study.main(["table", "frontier", "--output", str(tmp_path / "elsewhere.md")]) == 0
+    assert "left out" in (tmp_path / "elsewhere.md").read_text()
+    (tmp_path / "logs" / "study" / "mobilenetv2_64" / "frontier" / "elastic_training_rho0.7_exact_s0").mkdir(parents=True)
+    study.check_selections_kept("mobilenetv2", str(results))  # the logs are here: nothing to refuse
