@@ -63,16 +63,19 @@ class AnchoredWindowTraining(HeldOutWindowElasticTraining):
     def __init__(self, context: Context):
         super().__init__(context)
         self.stages = resolution_stages(context.model)
-        self.anchor: Optional[int] = None  # the anchor's index in `stages`, once looked
-        self.look: Optional[np.ndarray] = None  # the held-out importance the anchor was chosen on
-        self.sums: List[float] = []
+        self.look: Optional[np.ndarray] = None  # the held-out importance the anchor is chosen on, once looked
+        self.sums: List[float] = []  # its total over each stage
+        self.anchor: Optional[int] = None  # the index in `stages` of the largest positive sum (anchor_of)
+
+    def _set_look(self, look: np.ndarray) -> None:
+        self.look = look
+        self.sums = stage_sums(look, self.block_of, self.stages)
+        self.anchor = anchor_of(self.sums)
 
     def importance(self) -> np.ndarray:
         if self.look is None:  # the one look: every probe batch of the run's selections at once
             count = self.context.config.probe_batches * self.periods
-            self.look = self.probe.loss_change(self.probe_batches(count), scored=self.scored_batches(count))
-            self.sums = stage_sums(self.look, self.block_of, self.stages)
-            self.anchor = anchor_of(self.sums)
+            self._set_look(self.probe.loss_change(self.probe_batches(count), scored=self.scored_batches(count)))
         else:
             self.probe.calls_ms = []  # no probe now: the drift is timed afresh, as after a probe
         return self.look
@@ -90,10 +93,9 @@ class AnchoredWindowTraining(HeldOutWindowElasticTraining):
                 **{f"anchor/stage{index}_sum": value for index, value in enumerate(self.sums)}}
 
     def state(self) -> Dict:
-        return {**super().state(), "anchor": self.anchor, "sums": list(self.sums),
-                "look": None if self.look is None else self.look.tolist()}
+        return {**super().state(), "look": None if self.look is None else self.look.tolist()}
 
     def load_state(self, state: Dict) -> None:
         super().load_state(state)
-        self.anchor, self.sums = state.get("anchor"), list(state.get("sums", []))
-        self.look = None if state.get("look") is None else np.array(state["look"])
+        if state.get("look") is not None:  # the anchor and the sums follow from it
+            self._set_look(np.array(state["look"]))

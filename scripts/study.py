@@ -28,8 +28,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from experiments.ray_node import sha256_of as file_sha256  # (standard library only, shipped to Ray nodes)
 from experiments.runner import add_distribution_flags, distribution, train_all
 from experiments.sharding import load_manifests, nominal_cost, record, report, select
-from experiments.study_plans import (PLANS, PROTOCOLS, REGIME_BLOCK_RANGES, TASKS, Run, plan_runs, profiler_arguments,
-                                     plan_protocol, require_backbone, study_key, validation_flags)
+from experiments.study_plans import (FRONTIER_COMPARED, PLANS, PROTOCOLS, REGIME_BLOCK_RANGES, TASKS, Run, plan_runs,
+                                     profiler_arguments, plan_protocol, require_backbone, study_key, validation_flags)
 from utils import UserError, atomic_write_json, atomic_write_text, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -248,6 +248,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("action", choices=["run", "table"],
                         help="run: train the runs that have no result yet; table: summarise results")
+    candidates = [scheme for scheme in dict.fromkeys(scheme for scheme, _, _ in FRONTIER_COMPARED)
+                  if scheme != "elastic_training"]
     parser.add_argument("plan", choices=sorted(PLANS),
                         help="calibration: the baselines under candidate protocols (chooses the proxy); "
                              "regime: the baselines that decide whether a task is in the paper's regime; "
@@ -256,11 +258,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "network trained alone, deeper static tops and the headline again, on one "
                              "backbone (mobilenetv2); frontier: a family of fixed choices (contiguous tops, "
                              "stages and adjacent pairs of stages alone, BN+bias, TL, full), ElasticTrainer and the "
-                             "candidates elastic_heldout_training, elastic_window_training, "
-                             "elastic_heldout_window_training, depth_schedule_training and "
-                             "anchored_window_training, whose table sets each "
-                             "selective run beside the best "
-                             "fixed choice within its measured step ratio")
+                             f"candidates {', '.join(candidates)}, whose table sets each selective run beside "
+                             "the best fixed choice within its measured step ratio")
     parser.add_argument("--model_name", default="mobilenetv2", choices=sorted({p["model_name"] for p in PROTOCOLS.values()}))
     parser.add_argument("--task", default="shapes", choices=TASKS,
                         help="shapes: embedded_shapes (an input-level shift: new textures and colours); "
