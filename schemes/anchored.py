@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
 from schemes.base import Context
 from schemes.window import HeldOutWindowElasticTraining
@@ -75,10 +76,15 @@ class AnchoredWindowTraining(HeldOutWindowElasticTraining):
     def importance(self) -> np.ndarray:
         if self.look is None:  # the one look: every probe batch of the run's selections at once
             count = self.context.config.probe_batches * self.periods
-            self._set_look(self.probe.loss_change(self.probe_batches(count), scored=self.scored_batches(count)))
+            batches = self.probe_batches(count)
+            self.before_look(batches)
+            self._set_look(self.probe.loss_change(batches, scored=self.scored_batches(count)))
         else:
             self.probe.calls_ms = []  # no probe now: the drift is timed afresh, as after a probe
         return self.look
+
+    def before_look(self, batches: List) -> None:
+        """What happens to the model before the look, on the look's probe batches (nothing here)."""
 
     def choose(self, importance: np.ndarray) -> np.ndarray:
         first, stop = self.stages[self.anchor]
@@ -99,3 +105,17 @@ class AnchoredWindowTraining(HeldOutWindowElasticTraining):
         super().load_state(state)
         if state.get("look") is not None:  # the anchor and the sums follow from it
             self._set_look(np.array(state["look"]))
+
+
+class AdaptedAnchoredTraining(AnchoredWindowTraining):
+    """The fifth candidate after the backbone's BatchNorm statistics are re-estimated, forward only,
+    on the look's probe batches (models/batchnorm.py): the layers below the window then see the
+    target's images at their own scale without any backward pass reaching them (issue 34's
+    seventh candidate; docs/benchmarks/regime_and_depth.md, "A seventh candidate")."""
+
+    train_type = "adapted_anchored_training"
+    overhead_parts = AnchoredWindowTraining.overhead_parts + ("adapt",)
+
+    def before_look(self, batches: List) -> None:
+        with self.timed("adapt"):
+            recalibrate_batchnorm(self.context.model, batches)

@@ -104,3 +104,68 @@ def test_the_scheme_looks_once_with_the_runs_probe_batches_and_refits_the_window
     again.reselect(8)
     assert again.anchor == scheme.anchor and again.probe_position == 3 and again.selections == 3
     assert not schemes.SCHEMES["anchored_window_training"].accepts_memory_budget
+
+
+def _nested_model() -> tf.keras.Model:
+    """A registry-like model: preprocessing, then a nested backbone with two BatchNorm layers."""
+    image = tf.keras.Input((8, 8, 3))
+    x = tf.keras.layers.Conv2D(4, 3, name="c1")(image)
+    x = tf.keras.layers.BatchNormalization(name="n1")(x)
+    x = tf.keras.layers.ReLU()(x)
+    x = tf.keras.layers.Conv2D(5, 3, name="c2")(x)
+    backbone = tf.keras.Model(image, tf.keras.layers.BatchNormalization(name="n2")(x), name="backbone")
+    inputs = tf.keras.Input((8, 8, 3))
+    x = backbone(tf.keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inputs), training=False)
+    x = tf.keras.layers.GlobalAveragePooling2D()(x)
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="classifier")(x))
+
+
+def test_recalibrated_statistics_are_the_target_images_own():
+    from models.batchnorm import recalibrate_batchnorm
+
+    tf.keras.utils.set_random_seed(0)
+    model = _nested_model()
+    rng = np.random.default_rng(1)
+    batches = [(rng.uniform(0, 255, (size, 8, 8, 3)).astype(np.float32), np.zeros(size)) for size in (6, 3)]
+    trainable = [w.numpy().copy() for w in model.trainable_weights]
+    assert recalibrate_batchnorm(model, batches) == 2
+    backbone = model.get_layer("backbone")
+    n1, n2 = backbone.get_layer("n1"), backbone.get_layer("n2")
+    statistics = [(layer.moving_mean.numpy(), layer.moving_variance.numpy()) for layer in (n1, n2)]
+    images = [images / 127.5 - 1.0 for images, _ in batches]
+    # n1: its input over all images; n2: its input with n1 normalising each batch by that batch's statistics
+    first = np.concatenate([backbone.get_layer("c1")(x).numpy() for x in images]).reshape(-1, 4)
+    below = tf.keras.Model(backbone.inputs, n2.input)
+    second = np.concatenate([below(x, training=True).numpy() for x in images]).reshape(-1, 5)
+    for (mean, variance), features in zip(statistics, (first, second)):  # (training mode moved them since)
+        assert np.allclose(mean, features.mean(0), atol=1e-6)
+        assert np.allclose(variance, features.var(0), rtol=1e-4, atol=1e-6)
+    assert all((w.numpy() == before).all() for w, before in zip(model.trainable_weights, trainable))
+    assert recalibrate_batchnorm(tiny_model(), []) == 0  # nothing to measure on: nothing set
+
+
+def test_the_adapted_scheme_recalibrates_once_on_the_looks_batches_before_looking():
+    from models.batchnorm import recalibrate_batchnorm
+
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    context = make_context(model, "adapted_anchored_training", rho=0.85, num_epochs=3, interval=1.0)
+    context.validation = tiny_data(batches=4, seed=7)
+    bn = model.get_layer("bn")
+    assert np.allclose(bn.moving_mean.numpy(), 0) and np.allclose(bn.moving_variance.numpy(), 1)
+    scheme = schemes.SCHEMES["adapted_anchored_training"](context)
+    scheme.reselect(0)
+    adapted = bn.moving_mean.numpy().copy(), bn.moving_variance.numpy().copy()
+    assert scheme.probe_position == 3 and scheme.overhead["adapt"] > 0
+    twin = tiny_model()  # the same statistics, measured directly on the first three probe batches
+    twin.set_weights(model.get_weights())  # (the look restores the weights its probe updated)
+    recalibrate_batchnorm(twin, context.train_data.probe(0, 3))
+    assert np.allclose(adapted[0], twin.get_layer("bn").moving_mean.numpy(), atol=1e-5)
+    assert np.allclose(adapted[1], twin.get_layer("bn").moving_variance.numpy(), rtol=1e-4)
+    assert not np.allclose(adapted[1], 1)
+    bn.moving_mean.assign(np.full(4, 7.0, np.float32))  # a later selection, or a resumed run, does not adapt again
+    scheme.reselect(4)
+    again = schemes.SCHEMES["adapted_anchored_training"](context)
+    again.load_state(scheme.state())
+    again.reselect(8)
+    assert np.allclose(bn.moving_mean.numpy(), 7.0) and again.anchor == scheme.anchor
