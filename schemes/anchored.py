@@ -15,13 +15,14 @@ stays). docs/benchmarks/regime_and_depth.md, "A fifth candidate".
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
 from schemes.base import Context
+from schemes.time_budget import StepTimeController
 from schemes.window import HeldOutWindowElasticTraining
 
 
@@ -47,6 +48,19 @@ def anchored_scores(block_of: np.ndarray, first: int, stop: int) -> np.ndarray:
     scores[(block_of >= first) & (block_of < stop)] = count + 1.0
     scores[(block_of >= 0) & (block_of < first)] = -(count + 1.0) ** 2
     return scores
+
+
+def nearest_window(select: Callable[[np.ndarray], np.ndarray], block_of: np.ndarray, first: int,
+                   stop: int) -> np.ndarray:
+    """The window (from `select`, scores -> mask) holding as much of blocks first..stop-1 as fits, as
+    anchored_scores ranks; when none of them fits, the window whose first block is the lowest above
+    them that fits, with as many tensors above it as fit. Nothing below the block it starts at; all
+    zeros when no window above `first` fits."""
+    for low, high in [(first, stop)] + [(block, block + 1) for block in range(stop, int(block_of.max()) + 1)]:
+        mask = above_anchor(select(anchored_scores(block_of, low, high)), block_of, low)
+        if (mask.astype(bool) & (block_of >= low) & (block_of < high)).any():
+            return mask
+    return np.zeros(len(block_of), np.uint8)
 
 
 def above_anchor(mask: np.ndarray, block_of: np.ndarray, first: int) -> np.ndarray:
@@ -86,10 +100,13 @@ class AnchoredWindowTraining(HeldOutWindowElasticTraining):
     def before_look(self, batches: List) -> None:
         """What happens to the model before the look, on the look's probe batches (nothing here)."""
 
+    def select(self, scores: np.ndarray) -> np.ndarray:
+        """The best window of whole blocks under `scores`, within the budget (select_window)."""
+        return self.controller.select_window(scores, self.block_of, self._head, self.cheap)
+
     def choose(self, importance: np.ndarray) -> np.ndarray:
         first, stop = self.stages[self.anchor]
-        mask = self.controller.select_window(anchored_scores(self.block_of, first, stop), self.block_of,
-                                             self._head, self.cheap)
+        mask = self.select(anchored_scores(self.block_of, first, stop))
         return above_anchor(mask, self.block_of, first)  # nothing fits: ElasticTrainer's classifier alone
 
     def reselect(self, step: int) -> Dict[str, float]:
@@ -117,5 +134,29 @@ class AdaptedAnchoredTraining(AnchoredWindowTraining):
     overhead_parts = AnchoredWindowTraining.overhead_parts + ("adapt",)
 
     def before_look(self, batches: List) -> None:
+        before = self.overhead["adapt"]
         with self.timed("adapt"):
             recalibrate_batchnorm(self.context.model, batches)
+        self.overhead["probe"] -= self.overhead["adapt"] - before  # (the probe's part times the whole look)
+
+
+class NearestAnchoredTraining(AnchoredWindowTraining):
+    """The fifth candidate with two changes to how it spends (issue 34's eighth candidate;
+    docs/benchmarks/regime_and_depth.md, "An eighth candidate"):
+    - when no block of the anchor fits, the window starts at the lowest block above it that fits
+      (nearest_window), not wherever the most tensors fit;
+    - the closed loop in paper mode too: the paper's budget sets the step time its own prediction
+      promises (T_fp plus the backward budget, as a share of a full step), and measured steps are
+      held there as in exact mode, the machine's drift included."""
+
+    train_type = "nearest_anchored_training"
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        config, controller = context.config, self.controller
+        if config.rho_mode == "paper":
+            self.paper_ratio = (controller.T_fp_ms + controller.budget_ms()) / controller.T_full_ms
+            self.controller = StepTimeController(context.profile, self.paper_ratio, config.resolution, "exact")
+
+    def choose(self, importance: np.ndarray) -> np.ndarray:
+        return nearest_window(self.select, self.block_of, *self.stages[self.anchor])

@@ -201,7 +201,7 @@ class ElasticTraining(PeriodicScheme):
 
     def _anchored(self) -> bool:
         """Whether this selection re-anchors rho on the machine's current speed (see `_drift`).
-        Exact mode only (paper mode's budget is a share of the backward pass); not at the first
+        The controller's exact mode only (paper mode's budget is a share of the backward pass); not at the first
         selection of a process, a run's first or a resumed run's (a new process runs its first
         steps slow), nor with --recalibrate (which re-measures full steps itself); and only with
         a profile that timed the probe's pass as it runs (whole: T_grad_ms; in micro-batches under
@@ -210,7 +210,7 @@ class ElasticTraining(PeriodicScheme):
         the machine about 10 % fast (docs/benchmarks/memory.md, "Time and memory, traded: nine
         seeds")."""
         config = self.context.config
-        return (config.rho_mode == "exact" and self._selected_here > 0 and not config.recalibrate
+        return (self.controller.rho_mode == "exact" and self._selected_here > 0 and not config.recalibrate
                 and bool(self._profiled_probe_ms()) and self.probe.last_batch is not None
                 and (self.probe.chunks == 1 or bool(self.probe.calls_ms)))
 

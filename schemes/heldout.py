@@ -29,6 +29,7 @@ class HeldOutElasticTraining(ElasticTraining):
     """ElasticTrainer whose importance is the loss change on held-out images."""
 
     train_type = "elastic_heldout_training"
+    candidate = True
 
     def __init__(self, context: Context):
         super().__init__(context)

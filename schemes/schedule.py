@@ -32,6 +32,7 @@ class DepthScheduleTraining(PeriodicScheme):
     """The contiguous top at rho_i in period i: deep early, shallow late, mean rho."""
 
     train_type = "depth_schedule_training"
+    candidate = True
     accepts_memory_budget = False
     overhead_parts = ("dp",)
 

@@ -44,6 +44,7 @@ class WindowElasticTraining(ElasticTraining):
     tensors above it and the classifier."""
 
     train_type = "elastic_window_training"
+    candidate = True
     accepts_memory_budget = False
 
     def __init__(self, context: Context):

@@ -10,7 +10,7 @@ import tensorflow as tf
 import schemes
 import selection_solver_DP as solver
 from models.blocks import resolution_stages
-from schemes.anchored import above_anchor, anchor_of, anchored_scores, stage_sums
+from schemes.anchored import above_anchor, anchor_of, anchored_scores, nearest_window, stage_sums
 from schemes.window import block_of_tensors
 from test_train import make_context, tiny_data, tiny_model
 
@@ -66,6 +66,32 @@ def test_a_window_holds_as_much_of_the_anchor_as_fits_then_as_much_above_and_not
     rank = lambda m: (int((m & (block_of >= first) & (block_of < stop)).sum()), int((m & (block_of >= stop)).sum()))  # noqa: E731
     assert rank(chosen) == max(rank(window) for window in allowed)
     assert solver.backward_time(t_dy, t_dw, chosen) <= budget
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_nearest_window_starts_as_low_as_fits_when_the_anchor_does_not(seed):
+    rng = np.random.default_rng(100 + seed)
+    sizes = rng.integers(1, 4, 5)  # backward order as above: the classifier, then blocks 4..0
+    block_of = np.concatenate(([-1], np.repeat(np.arange(4, -1, -1), sizes[::-1])))
+    count = len(block_of)
+    t_dy, t_dw = rng.integers(0, 6, count), rng.integers(1, 6, count)
+    required, cheap = block_of == -1, np.zeros(count, bool)
+    budget = int(rng.integers(3, int(t_dy.sum() + t_dw.sum()) + 1))
+    first, stop = sorted(rng.choice(5, 2, replace=False) + np.array([0, 1]))
+    select = lambda scores: solver.select_window(t_dy, t_dw, scores, block_of, required, cheap, budget)[1]  # noqa: E731
+    chosen = nearest_window(select, block_of, first, stop).astype(bool)
+    fitting = [(low, high, window) for low, high, window in _windows(t_dy, t_dw, block_of, required, budget)
+               if low >= first]
+    if not fitting:
+        assert not chosen.any()
+        return
+    assert solver.backward_time(t_dy, t_dw, chosen) <= budget
+    if any(low < stop for low, _, _ in fitting):  # some of the anchor fits: the fifth's window
+        assert (chosen == above_anchor(select(anchored_scores(block_of, first, stop)), block_of, first)).all()
+        return
+    lowest = min(low for low, _, _ in fitting)  # else the lowest start that fits, and the most above it
+    assert chosen[block_of == lowest].all() and not chosen[(block_of >= 0) & (block_of < lowest)].any()
+    assert chosen.sum() == max(int(window.sum()) for low, _, window in fitting if low == lowest)
 
 
 def test_a_window_takes_the_cheap_tensors_above_it_after_the_blocks():
@@ -169,3 +195,41 @@ def test_the_adapted_scheme_recalibrates_once_on_the_looks_batches_before_lookin
     again.load_state(scheme.state())
     again.reselect(8)
     assert np.allclose(bn.moving_mean.numpy(), 7.0) and again.anchor == scheme.anchor
+
+
+def test_main_help_names_exactly_the_candidate_selectors():
+    import main
+
+    text = " ".join(main.build_parser().format_help().split())
+    listed = text.split("tried against the best fixed choice at a budget (")[1].split(";")[0].split(", ")
+    assert listed == [name for name, scheme in schemes.SCHEMES.items() if scheme.candidate]
+    assert {"elastic_heldout_training", "depth_schedule_training", "anchored_window_training",
+            "adapted_anchored_training"} <= set(listed) and "elastic_training" not in listed
+
+
+@pytest.mark.parametrize("train_type", ["anchored_window_training", "nearest_anchored_training"])
+def test_in_paper_mode_only_the_looped_scheme_holds_the_budgets_predicted_step(train_type):
+    from schemes.time_budget import StepTimeController
+
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    context = make_context(model, train_type, rho=0.8, rho_mode="paper", num_epochs=3, interval=1.0)
+    context.validation = tiny_data(batches=4, seed=7)
+    paper = StepTimeController(context.profile, 0.8, rho_mode="paper")
+    scheme = schemes.SCHEMES[train_type](context)
+    looped = train_type == "nearest_anchored_training"
+    assert scheme.controller.rho_mode == ("exact" if looped else "paper")
+    # before any measured step both budget the paper's backward share; the looped one as a step time
+    assert math.isclose(scheme.controller.budget_ms(), paper.budget_ms())
+    scheme.reselect(0)
+    for _ in range(6):  # steps run 15 % under their prediction
+        scheme.observe_step(0.85 * scheme.controller.predicted_ms(scheme.mask))
+    scheme.reselect(4)
+    if looped:  # the budget grows until measured steps take what the paper's budget predicts
+        assert scheme.controller.correction == pytest.approx(0.85)
+        assert scheme.controller.budget_ms() > paper.budget_ms()
+        again = schemes.SCHEMES[train_type](context)  # a resumed run keeps the loop's state
+        again.load_state(scheme.state())
+        assert again.controller.correction == pytest.approx(0.85) and again.controller.rho_mode == "exact"
+    else:  # the original's open loop
+        assert scheme.controller.correction == 1.0 and scheme.controller.budget_ms() == paper.budget_ms()
