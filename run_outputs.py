@@ -30,12 +30,10 @@ import numpy as np
 import tensorflow as tf
 
 import models
-from utils import atomic_path, atomic_write_json, atomic_write_text, ensure_writable_dir, reported_accuracy, reported_accuracy_name
+from utils import (BLOCKS_TAG, IMPORTANCE_TAG, MASK_TAG, SELECTION_TAG, atomic_path, atomic_write_json, atomic_write_text,
+                   ensure_writable_dir, reported_accuracy, reported_accuracy_name)
 
 
-SELECTION_TAG = "elastic/selection"  # each selection as text, "0110...": tensors in model order, 1 = trained
-IMPORTANCE_TAG = "elastic/importance"  # the importance each selection was made on, JSON, tensors in model order
-BLOCKS_TAG = "elastic/blocks"  # JSON [[block name, first tensor index], ...], once
 MASK_BAND_PX = 14  # a selection's band in the picture of selections
 MASK_WIDTH_PX = 480  # the picture's width, about (each tensor a column of whole pixels)
 
@@ -138,7 +136,7 @@ class RunOutputs:
             if len(self._masks) == 1 and self._blocks:
                 tf.summary.text(BLOCKS_TAG, json.dumps(self._blocks), step=step)
             tf.summary.text(SELECTION_TAG, "".join(str(int(v)) for v in mask), step=step)
-            tf.summary.image("elastic/selection_masks", image[None, :, :, None], step=step,
+            tf.summary.image(MASK_TAG, image[None, :, :, None], step=step,
                              description="a band per selection (top: first, the last is the current one); "
                                          "columns: tensors in model order (input ... classifier), dark = "
                                          "trained; grey lines: where each block of the backbone begins")

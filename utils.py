@@ -16,6 +16,14 @@ import warnings
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 
+# The TensorBoard tags of a run's selections: run_outputs.py writes them, experiments/plot.py reads
+# them back (here, where neither has to import the other).
+SELECTION_TAG = "elastic/selection"  # each selection as text, "0110...": tensors in model order, 1 = trained
+MASK_TAG = "elastic/selection_masks"  # the picture of every selection so far (an image)
+IMPORTANCE_TAG = "elastic/importance"  # the importance each selection was made on, JSON, tensors in model order
+BLOCKS_TAG = "elastic/blocks"  # JSON [[block name, first tensor index], ...], once
+
+
 class UserError(ValueError):
     """A problem with what the user asked for: shown as one message, no traceback, exit 2."""
 

@@ -28,11 +28,9 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from experiments.study_table import config_name  # (runs that differ only in seed share it)
-from utils import UserError, atomic_path, reported_accuracy, run_cli
+from utils import BLOCKS_TAG, IMPORTANCE_TAG, MASK_TAG, SELECTION_TAG, UserError, atomic_path, reported_accuracy, run_cli
 
 TIME_TAG = "time/train_seconds"  # logged at the end of every epoch, evaluation excluded
-MASK_TAG = "elastic/selection_masks"
-SELECTION_TAG, BLOCKS_TAG, IMPORTANCE_TAG = "elastic/selection", "elastic/blocks", "elastic/importance"  # as run_outputs writes them
 X_AXES = ("time", "step", "epoch")
 Series = List[Tuple[int, float]]  # (step, value)
 

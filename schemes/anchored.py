@@ -63,6 +63,21 @@ def nearest_window(select: Callable[[np.ndarray], np.ndarray], block_of: np.ndar
     return np.zeros(len(block_of), np.uint8)
 
 
+def fill_above(mask: np.ndarray, t_dw_ms: np.ndarray, room_ms: float) -> np.ndarray:
+    """`mask` (forward order) plus, from just above its deepest tensor upward, every untrained tensor
+    whose weight gradient still fits in `room_ms`, first come first taken: above the deepest
+    trained tensor the backward pass already runs, so a tensor there costs its t_dw alone."""
+    filled = mask.copy()
+    trained = np.flatnonzero(mask)
+    if not len(trained):
+        return filled
+    for index in range(int(trained[0]) + 1, len(mask)):
+        if not filled[index] and t_dw_ms[index] <= room_ms:
+            filled[index] = 1
+            room_ms -= t_dw_ms[index]
+    return filled
+
+
 def above_anchor(mask: np.ndarray, block_of: np.ndarray, first: int) -> np.ndarray:
     """`mask`, or all zeros when it trains a block below block `first` (when only windows below the
     anchor fit, the anchored scores still rank them: none of them is taken)."""
@@ -160,3 +175,18 @@ class NearestAnchoredTraining(AnchoredWindowTraining):
 
     def choose(self, importance: np.ndarray) -> np.ndarray:
         return nearest_window(self.select, self.block_of, *self.stages[self.anchor])
+
+
+class FilledAnchoredTraining(NearestAnchoredTraining):
+    """The eighth candidate, with what its window leaves of the budget (the closed loop's, so
+    what the measured steps leave too) spent on single tensors above the window, nearest it first
+    (fill_above): issue 34's ninth candidate (docs/benchmarks/regime_and_depth.md, "A ninth
+    candidate")."""
+
+    train_type = "filled_anchored_training"
+
+    def choose(self, importance: np.ndarray) -> np.ndarray:
+        mask = super().choose(importance)
+        controller = self.controller
+        room_ms = controller.budget_ms() - (controller.predicted_ms(mask) - controller.T_fp_ms)
+        return fill_above(mask, controller.t_dw[::-1], room_ms)

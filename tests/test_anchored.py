@@ -10,7 +10,7 @@ import tensorflow as tf
 import schemes
 import selection_solver_DP as solver
 from models.blocks import resolution_stages
-from schemes.anchored import above_anchor, anchor_of, anchored_scores, nearest_window, stage_sums
+from schemes.anchored import above_anchor, anchor_of, anchored_scores, fill_above, nearest_window, stage_sums
 from schemes.window import block_of_tensors
 from test_train import make_context, tiny_data, tiny_model
 
@@ -92,6 +92,31 @@ def test_the_nearest_window_starts_as_low_as_fits_when_the_anchor_does_not(seed)
     lowest = min(low for low, _, _ in fitting)  # else the lowest start that fits, and the most above it
     assert chosen[block_of == lowest].all() and not chosen[(block_of >= 0) & (block_of < lowest)].any()
     assert chosen.sum() == max(int(window.sum()) for low, _, window in fitting if low == lowest)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_filling_takes_tensors_above_the_deepest_first_come_first_taken_within_the_room(seed):
+    rng = np.random.default_rng(200 + seed)
+    count = 12
+    t_dy, t_dw = rng.uniform(0, 3, count), rng.uniform(0.5, 3, count)  # forward order here
+    mask = (rng.uniform(size=count) < 0.3).astype(np.uint8)
+    room = float(rng.uniform(0, 6))
+    filled = fill_above(mask, t_dw, room)
+    assert (filled >= mask).all()
+    if not mask.any():
+        assert not filled.any()
+        return
+    deepest = int(np.flatnonzero(mask)[0])
+    added = np.flatnonzero(filled & ~mask.astype(bool))
+    assert (added > deepest).all() and t_dw[added].sum() <= room + 1e-9
+    cost = lambda m: solver.backward_time(t_dy[::-1], t_dw[::-1], m[::-1])  # noqa: E731
+    assert cost(filled) == pytest.approx(cost(mask) + t_dw[added].sum())  # the chain is already paid
+    left = room
+    for index in range(deepest + 1, count):  # each tensor left out did not fit when its turn came
+        if filled[index] and not mask[index]:
+            left -= t_dw[index]
+        elif not filled[index]:
+            assert t_dw[index] > left
 
 
 def test_a_window_takes_the_cheap_tensors_above_it_after_the_blocks():
@@ -233,3 +258,19 @@ def test_in_paper_mode_only_the_looped_scheme_holds_the_budgets_predicted_step(t
         assert again.controller.correction == pytest.approx(0.85) and again.controller.rho_mode == "exact"
     else:  # the original's open loop
         assert scheme.controller.correction == 1.0 and scheme.controller.budget_ms() == paper.budget_ms()
+
+
+def test_the_filled_scheme_adds_to_the_eighths_window_within_the_budget():
+    tf.keras.utils.set_random_seed(0)
+    masks = {}
+    for train_type in ("nearest_anchored_training", "filled_anchored_training"):
+        model = tiny_model()
+        model.set_weights(masks.get("weights", model.get_weights()))
+        masks["weights"] = model.get_weights()
+        context = make_context(model, train_type, rho=0.85, num_epochs=3, interval=1.0)
+        context.validation = tiny_data(batches=4, seed=7)
+        scheme = schemes.SCHEMES[train_type](context)
+        scheme.reselect(0)
+        masks[train_type] = scheme.mask.astype(bool)
+        assert scheme.controller.predicted_ms(scheme.mask) <= 0.85 * scheme.controller.T_full_ms + 1e-6
+    assert (masks["filled_anchored_training"] >= masks["nearest_anchored_training"]).all()

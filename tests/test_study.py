@@ -568,8 +568,8 @@ def test_the_frontier_plan_covers_its_family_and_tiles_the_stages(protocol):
                                                                for r in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)]
     ranges = [run.block_range for run in runs if run.block_range]
     assert ranges == ["0:4", "4:7", "7:11", "11:14", "14:19", "0:7", "4:11", "7:14", "11:19"]
-    assert "elastic_training_rho0.533_paper" in names and len(runs) == 38
-    assert names[-17:-11] == ["elastic_heldout_training_rho0.533_paper", "elastic_heldout_training_rho0.7_exact",
+    assert "elastic_training_rho0.533_paper" in names and len(runs) == 40
+    assert names[-19:-13] == ["elastic_heldout_training_rho0.533_paper", "elastic_heldout_training_rho0.7_exact",
                           "elastic_window_training_rho0.533_paper", "elastic_window_training_rho0.7_exact",
                           "elastic_heldout_window_training_rho0.533_paper", "elastic_heldout_window_training_rho0.7_exact"]
     # a judging draw runs the same plan without the candidates whose design did not stand
@@ -675,7 +675,8 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
                "anchored_window_training_rho0.5_exact": (0.50, 0.66), "anchored_window_training_rho0.6_exact": (0.60, 0.68),
                "anchored_window_training_rho0.8_exact": (0.80, 0.70),
                "adapted_anchored_training_rho0.533_paper": (0.50, 0.66), "adapted_anchored_training_rho0.7_exact": (0.70, 0.70),
-               "nearest_anchored_training_rho0.533_paper": (0.50, 0.66), "nearest_anchored_training_rho0.7_exact": (0.70, 0.70)}
+               "nearest_anchored_training_rho0.533_paper": (0.50, 0.66), "nearest_anchored_training_rho0.7_exact": (0.70, 0.70),
+               "filled_anchored_training_rho0.533_paper": (0.50, 0.66), "filled_anchored_training_rho0.7_exact": (0.70, 0.70)}
     configs = sorted({run.config_name for run in study_plans.plan_runs("frontier", "parts_mobilenetv2", [0])})
     runs = study_plans.plan_runs("frontier", "parts_mobilenetv2", [3, 4])
     with pytest.raises(UserError, match="--decisive goes with the frontier plan"):
@@ -686,7 +687,7 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
     with pytest.raises(UserError, match=r"needs the frontier plan's results first.*share: \[0, 1\]"):  # seed 2 missing
         study.decisive_runs("frontier", runs, str(tmp_path))
     write("full_training", 2, 1.0, 0.5, 0.7)
-    with pytest.raises(UserError, match=r"37 configs lack some of seeds \[0, 1, 2\], e.g. adapted_anchored_training_rho0.533_paper"):
+    with pytest.raises(UserError, match=r"39 configs lack some of seeds \[0, 1, 2\], e.g. adapted_anchored_training_rho0.533_paper"):
         study.decisive_runs("frontier", runs, str(tmp_path))
     for config in configs:
         write(config, 2, *special.get(config, (0.9, 0.5)), 0.7)
@@ -697,7 +698,7 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
     # every compared scheme, the top at 0.50 + 0.03 and block 7-11 at 0.70 + 0.03
     assert {run.config_name for run in chosen} == {
         "static_top_training_rho0.5_exact", "block_range_training_blocks7-11"} | {
-        name for name in special if name.startswith(("elastic", "depth_schedule", "anchored", "adapted", "nearest"))}
+        name for name in special if name.startswith(("elastic", "depth_schedule", "anchored", "adapted", "nearest", "filled"))}
     assert {run.seed for run in chosen} == {3, 4}
     # chosen once: seeds added later (a member's seed 3 reading 0.99) change neither the choice nor the ranking
     write("static_top_training_rho0.5_exact", 3, 0.30, 0.99, 0.70)
