@@ -12,6 +12,11 @@ importance: as many of the anchor's tensors as fit, then as many above it as fit
 tensors above the window; never a block below the anchor. The budget is the user's rho in both
 modes, with the closed loop on measured steps in exact mode (the window is refitted, the anchor
 stays). docs/benchmarks/regime_and_depth.md, "A fifth candidate".
+
+Three variants follow it, each a candidate of its own: the seventh re-estimates the backbone's
+BatchNorm statistics before the look (AdaptedAnchoredTraining), the eighth starts the window as
+near the anchor as fits and closes the loop in paper mode too (NearestAnchoredTraining), the ninth
+spends what the eighth's window leaves on single tensors above it (FilledAnchoredTraining).
 """
 from __future__ import annotations
 
