@@ -175,8 +175,8 @@ class NearestAnchoredTraining(AnchoredWindowTraining):
         super().__init__(context)
         config, controller = context.config, self.controller
         if config.rho_mode == "paper":
-            self.paper_ratio = (controller.T_fp_ms + controller.budget_ms()) / controller.T_full_ms
-            self.controller = StepTimeController(context.profile, self.paper_ratio, config.resolution, "exact")
+            ratio = (controller.T_fp_ms + controller.budget_ms()) / controller.T_full_ms
+            self.controller = StepTimeController(context.profile, ratio, config.resolution, "exact")
 
     def choose(self, importance: np.ndarray) -> np.ndarray:
         return nearest_window(self.select, self.block_of, *self.stages[self.anchor])

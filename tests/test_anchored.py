@@ -9,8 +9,10 @@ import tensorflow as tf
 
 import schemes
 import selection_solver_DP as solver
+from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
 from schemes.anchored import above_anchor, anchor_of, anchored_scores, fill_above, nearest_window, stage_sums
+from schemes.time_budget import StepTimeController
 from schemes.window import block_of_tensors
 from test_train import make_context, tiny_data, tiny_model
 
@@ -172,8 +174,6 @@ def _nested_model() -> tf.keras.Model:
 
 
 def test_recalibrated_statistics_are_the_target_images_own():
-    from models.batchnorm import recalibrate_batchnorm
-
     tf.keras.utils.set_random_seed(0)
     model = _nested_model()
     rng = np.random.default_rng(1)
@@ -196,8 +196,6 @@ def test_recalibrated_statistics_are_the_target_images_own():
 
 
 def test_the_adapted_scheme_recalibrates_once_on_the_looks_batches_before_looking():
-    from models.batchnorm import recalibrate_batchnorm
-
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
     context = make_context(model, "adapted_anchored_training", rho=0.85, num_epochs=3, interval=1.0)
@@ -234,8 +232,6 @@ def test_main_help_names_exactly_the_candidate_selectors():
 
 @pytest.mark.parametrize("train_type", ["anchored_window_training", "nearest_anchored_training"])
 def test_in_paper_mode_only_the_looped_scheme_holds_the_budgets_predicted_step(train_type):
-    from schemes.time_budget import StepTimeController
-
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
     context = make_context(model, train_type, rho=0.8, rho_mode="paper", num_epochs=3, interval=1.0)

@@ -698,7 +698,7 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
     # every compared scheme, the top at 0.50 + 0.03 and block 7-11 at 0.70 + 0.03
     assert {run.config_name for run in chosen} == {
         "static_top_training_rho0.5_exact", "block_range_training_blocks7-11"} | {
-        name for name in special if name.startswith(("elastic", "depth_schedule", "anchored", "adapted", "nearest", "filled"))}
+        name for name in special if name.startswith(study_frontier.COMPARED_PREFIXES)}
     assert {run.seed for run in chosen} == {3, 4}
     # chosen once: seeds added later (a member's seed 3 reading 0.99) change neither the choice nor the ranking
     write("static_top_training_rho0.5_exact", 3, 0.30, 0.99, 0.70)
