@@ -303,7 +303,10 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      # fits, the closed loop in paper mode too), before any run of its own
                      ("nearest_anchored_training", 0.533, "paper"), ("nearest_anchored_training", 0.7, "exact"),
                      # the ninth (the eighth, its leftover budget spent on single tensors above the window)
-                     ("filled_anchored_training", 0.533, "paper"), ("filled_anchored_training", 0.7, "exact"))
+                     ("filled_anchored_training", 0.533, "paper"), ("filled_anchored_training", 0.7, "exact"),
+                     # the tenth (the ninth, its paper-mode loop without the drift, a selection kept while it
+                     # still spends the budget), before any run of its own
+                     ("steady_anchored_training", 0.533, "paper"), ("steady_anchored_training", 0.7, "exact"))
 
 
 # Candidates whose design did not stand on the design draws (read on validation): they stay in the

@@ -16,7 +16,9 @@ stays). docs/benchmarks/regime_and_depth.md, "A fifth candidate".
 Three variants follow it, each a candidate of its own: the seventh re-estimates the backbone's
 BatchNorm statistics before the look (AdaptedAnchoredTraining), the eighth starts the window as
 near the anchor as fits and closes the loop in paper mode too (NearestAnchoredTraining), the ninth
-spends what the eighth's window leaves on single tensors above it (FilledAnchoredTraining).
+spends what the eighth's window leaves on single tensors above it (FilledAnchoredTraining), the
+tenth holds the ninth's paper-mode loop without the drift and keeps a selection that still spends
+the budget (SteadyAnchoredTraining).
 """
 from __future__ import annotations
 
@@ -81,6 +83,12 @@ def fill_above(mask: np.ndarray, t_dw_ms: np.ndarray, room_ms: float) -> np.ndar
             filled[index] = 1
             room_ms -= t_dw_ms[index]
     return filled
+
+
+def still_spends(predicted_ms: float, target_ms: float, share: float) -> bool:
+    """Whether a selection predicted to take `predicted_ms` a step fits a step-time target of
+    `target_ms` and spends at least `share` of it."""
+    return share * target_ms <= predicted_ms <= target_ms
 
 
 def above_anchor(mask: np.ndarray, block_of: np.ndarray, first: int) -> np.ndarray:
@@ -195,3 +203,28 @@ class FilledAnchoredTraining(NearestAnchoredTraining):
         controller = self.controller
         room_ms = controller.budget_ms() - (controller.predicted_ms(mask) - controller.T_fp_ms)
         return fill_above(mask, controller.t_dw[::-1], room_ms)
+
+
+KEEP_SHARE = 0.95  # a running selection spending at least this share of the step-time target is kept
+
+
+class SteadyAnchoredTraining(FilledAnchoredTraining):
+    """The ninth candidate with a steadier, cheaper loop (issue 34's tenth candidate;
+    docs/benchmarks/regime_and_depth.md, "A tenth candidate"):
+    - in paper mode the loop holds the paper budget's predicted step in the profile's milliseconds,
+      corrected by the measured steps alone: no drift is timed (ElasticTrainer's paper mode does
+      not scale by the machine's speed either); exact mode keeps it;
+    - a later selection keeps the running one while it fits the step-time target and spends at
+      least KEEP_SHARE of it (still_spends): nothing new is compiled for a few percent of budget."""
+
+    train_type = "steady_anchored_training"
+
+    def _anchored(self) -> bool:
+        return self.context.config.rho_mode == "exact" and super()._anchored()
+
+    def choose(self, importance: np.ndarray) -> np.ndarray:
+        controller = self.controller
+        if self.selections and still_spends(controller.predicted_ms(self.mask),
+                                            controller.T_fp_ms + controller.budget_ms(), KEEP_SHARE):
+            return self.mask.copy()
+        return super().choose(importance)

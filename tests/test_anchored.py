@@ -11,7 +11,8 @@ import schemes
 import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
-from schemes.anchored import above_anchor, anchor_of, anchored_scores, fill_above, nearest_window, stage_sums
+from schemes.anchored import (KEEP_SHARE, above_anchor, anchor_of, anchored_scores, fill_above, nearest_window, stage_sums,
+                              still_spends)
 from schemes.time_budget import StepTimeController
 from schemes.window import block_of_tensors
 from test_train import make_context, tiny_data, tiny_model
@@ -270,3 +271,36 @@ def test_the_filled_scheme_adds_to_the_eighths_window_within_the_budget():
         masks[train_type] = scheme.mask.astype(bool)
         assert scheme.controller.predicted_ms(scheme.mask) <= 0.85 * scheme.controller.T_full_ms + 1e-6
     assert (masks["filled_anchored_training"] >= masks["nearest_anchored_training"]).all()
+
+
+def test_a_selection_still_spends_when_it_fits_and_uses_the_share():
+    assert still_spends(95.0, 100.0, 0.95) and still_spends(100.0, 100.0, 0.95)
+    assert not still_spends(94.9, 100.0, 0.95) and not still_spends(100.1, 100.0, 0.95)
+
+
+@pytest.mark.parametrize("train_type", ["filled_anchored_training", "steady_anchored_training"])
+def test_in_paper_mode_the_steady_scheme_times_no_drift_and_keeps_a_selection_that_still_spends(train_type):
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    context = make_context(model, train_type, rho=0.6, rho_mode="paper", num_epochs=3, interval=1.0)
+    context.validation = tiny_data(batches=4, seed=7)
+    context.profile["T_grad_ms"] = 20.0  # the probe's pass, profiled: the drift can be timed
+    scheme = schemes.SCHEMES[train_type](context)
+    steady = train_type == "steady_anchored_training"
+    scheme.reselect(0)
+    first = scheme.mask.copy()
+
+    def period(share):  # a period's steps, at `share` of their prediction
+        for _ in range(6):
+            scheme.observe_step(share * scheme.controller.predicted_ms(scheme.mask))
+
+    period(1.0)  # as predicted: the budget stays
+    info = scheme.reselect(3)
+    assert ("elastic/drift" in info) != steady and (scheme.overhead.get("anchor", 0.0) > 0) != steady
+    if steady:
+        assert scheme.controller.drift == 1.0 and (scheme.mask == first).all()
+        period(0.6)  # steps far under their prediction: the budget grows, and the running one no longer spends it
+        scheme.reselect(6)
+        target = scheme.controller.T_fp_ms + scheme.controller.budget_ms()
+        assert scheme.controller.predicted_ms(first) < KEEP_SHARE * target
+        assert scheme.mask.sum() > first.sum() and scheme.controller.predicted_ms(scheme.mask) <= target
