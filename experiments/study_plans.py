@@ -313,7 +313,7 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
 # design draws' tables as measured negative results and are not judged, so the judging draws skip them.
 NOT_KEPT = ("elastic_heldout_training", "elastic_window_training", "elastic_heldout_window_training",
             "depth_schedule_training", "anchored_window_training", "adapted_anchored_training",
-            "nearest_anchored_training", "filled_anchored_training")
+            "nearest_anchored_training", "filled_anchored_training", "steady_anchored_training")
 
 
 def depth_stages(model: str) -> List[Tuple[int, int]]:
