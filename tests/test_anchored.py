@@ -18,6 +18,14 @@ from schemes.window import block_of_tensors
 from test_train import make_context, tiny_data, tiny_model
 
 
+def looking_context(model, train_type: str, **overrides):
+    """A context of three periods (4 steps an epoch, 3 epochs, a selection every epoch) with a
+    validation split for the look's held-out batches."""
+    context = make_context(model, train_type, num_epochs=3, interval=1.0, **overrides)
+    context.validation = tiny_data(batches=4, seed=7)
+    return context
+
+
 def test_stages_are_runs_of_blocks_with_one_output_size():
     inputs = tf.keras.Input((16, 16, 3))
     x = tf.keras.layers.Conv2D(4, 3, padding="same", name="c1")(inputs)
@@ -138,8 +146,7 @@ def test_the_scheme_looks_once_with_the_runs_probe_batches_and_refits_the_window
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
     # 4 steps an epoch, 3 epochs, a selection every epoch: three periods, so the look spends 3 probe batches
-    context = make_context(model, "anchored_window_training", rho=0.85, num_epochs=3, interval=1.0)
-    context.validation = tiny_data(batches=4, seed=7)
+    context = looking_context(model, "anchored_window_training", rho=0.85)
     scheme = schemes.SCHEMES["anchored_window_training"](context)
     info = scheme.reselect(0)
     assert scheme.periods == 3 and scheme.probe_position == 3 and scheme.held_out_position == 3
@@ -199,8 +206,7 @@ def test_recalibrated_statistics_are_the_target_images_own():
 def test_the_adapted_scheme_recalibrates_once_on_the_looks_batches_before_looking():
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
-    context = make_context(model, "adapted_anchored_training", rho=0.85, num_epochs=3, interval=1.0)
-    context.validation = tiny_data(batches=4, seed=7)
+    context = looking_context(model, "adapted_anchored_training", rho=0.85)
     bn = model.get_layer("bn")
     assert np.allclose(bn.moving_mean.numpy(), 0) and np.allclose(bn.moving_variance.numpy(), 1)
     scheme = schemes.SCHEMES["adapted_anchored_training"](context)
@@ -235,8 +241,7 @@ def test_main_help_names_exactly_the_candidate_selectors():
 def test_in_paper_mode_only_the_looped_scheme_holds_the_budgets_predicted_step(train_type):
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
-    context = make_context(model, train_type, rho=0.8, rho_mode="paper", num_epochs=3, interval=1.0)
-    context.validation = tiny_data(batches=4, seed=7)
+    context = looking_context(model, train_type, rho=0.8, rho_mode="paper")
     paper = StepTimeController(context.profile, 0.8, rho_mode="paper")
     scheme = schemes.SCHEMES[train_type](context)
     looped = train_type == "nearest_anchored_training"
@@ -264,8 +269,7 @@ def test_the_filled_scheme_adds_to_the_eighths_window_within_the_budget():
         model = tiny_model()
         model.set_weights(masks.get("weights", model.get_weights()))
         masks["weights"] = model.get_weights()
-        context = make_context(model, train_type, rho=0.85, num_epochs=3, interval=1.0)
-        context.validation = tiny_data(batches=4, seed=7)
+        context = looking_context(model, train_type, rho=0.85)
         scheme = schemes.SCHEMES[train_type](context)
         scheme.reselect(0)
         masks[train_type] = scheme.mask.astype(bool)
@@ -282,8 +286,7 @@ def test_a_selection_still_spends_when_it_fits_and_uses_the_share():
 def test_in_paper_mode_the_steady_scheme_times_no_drift_and_keeps_a_selection_that_still_spends(train_type):
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
-    context = make_context(model, train_type, rho=0.6, rho_mode="paper", num_epochs=3, interval=1.0)
-    context.validation = tiny_data(batches=4, seed=7)
+    context = looking_context(model, train_type, rho=0.6, rho_mode="paper")
     context.profile["T_grad_ms"] = 20.0  # the probe's pass, profiled: the drift can be timed
     scheme = schemes.SCHEMES[train_type](context)
     steady = train_type == "steady_anchored_training"
