@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -349,8 +349,9 @@ class Loop:
     def train_step(self, images, labels, totals: Dict, previous_end: float) -> None:
         """One step of the current selection, timed; its loss and accuracy added to `totals`."""
         state, scheme = self.state, self.scheme
-        fresh = not self.steps.has(scheme.mask)  # its first call traces and compiles the step
-        trainer = self.steps.get(scheme.mask)
+        mask = scheme.step_mask(state.step)
+        fresh = not self.steps.has(mask)  # its first call traces and compiles the step
+        trainer = self.steps.get(mask)
         start = time.perf_counter()
         totals["outside_ms"].append((start - previous_end) * 1000)
         loss, logits = trainer(images, labels)
@@ -531,12 +532,15 @@ class Loop:
         if batch is None:  # resumed after the last epoch's checkpoint: time the reference on a fresh batch
             batch = next(iter(self.epochs.epoch(0)))
         reference = {}
-        if config.reference_steps and not scheme.mask.all():
-            reference = measure_reference(self.steps, self.setup.optimizer, scheme.mask, batch, config.reference_steps)
+        mix = [(mask, share) for mask, share in scheme.step_mix() if share > 0]
+        if config.reference_steps and not all(mask.all() for mask, _ in mix):
+            reference = mixed_reference([(measure_reference(self.steps, self.setup.optimizer, mask, batch,
+                                                            config.reference_steps), share) for mask, share in mix])
         summary = summarize(config, self.profile, state.best_accuracy if config.test_every_epoch else None,
                             state.train_seconds, state.selection_seconds,
                             state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
-                            state.evaluation_seconds, state.history, reference, self.final_test)
+                            state.evaluation_seconds, state.history, reference, self.final_test,
+                            median_ms=scheme.typical_step_ms(state.step_ms))
         results = {"final_test_accuracy": summary["final_test_accuracy"],
                    "test_accuracy_at_best_val": summary["test_accuracy_at_best_val"],
                    "step_time_ratio": summary["step_time_ratio_live"] if math.isfinite(summary["step_time_ratio_live"])
@@ -597,15 +601,31 @@ def measure_reference(steps: "StepCache", optimizer, mask: np.ndarray, batch, co
             "reference_seconds": time.perf_counter() - start}
 
 
+def mixed_reference(parts: Sequence[Tuple[Dict[str, float], float]]) -> Dict[str, float]:
+    """measure_reference's results for several selections, each with its share of the steps, as
+    one: the selections' step times weighted by their shares, the full steps' averaged, the
+    seconds summed (one selection: its result as it is)."""
+    if len(parts) == 1:
+        return parts[0][0]
+    total = sum(share for _, share in parts)
+    return {"reference_full_step_ms": float(np.mean([part["reference_full_step_ms"] for part, _ in parts])),
+            "reference_selection_step_ms": sum(part["reference_selection_step_ms"] * share
+                                               for part, share in parts) / total,
+            "reference_seconds": sum(part["reference_seconds"] for part, _ in parts)}
+
+
 def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: Optional[float], train_seconds: float,
               selection_seconds: Sequence[float], step_ms: Sequence[float], compile_s: float = 0.0,
               evaluation_seconds: float = 0.0, history: Sequence[Dict] = (),
-              reference: Optional[Dict[str, float]] = None, final_test: Optional[Dict] = None) -> Dict:
+              reference: Optional[Dict[str, float]] = None, final_test: Optional[Dict] = None,
+              median_ms: Optional[float] = None) -> Dict:
     """The run's summary: accuracy, wall time and where it went, and step time relative to a
     full step (the profile's, and one measured live at the end of the run when `reference`).
     Test accuracies come from the epochs' history (test_every_epoch) or from `final_test`
-    (Loop.final_evaluation); `best_accuracy` (over epochs) is None without per-epoch tests."""
-    median_ms = float(np.median(step_ms)) if len(step_ms) else float("nan")
+    (Loop.final_evaluation); `best_accuracy` (over epochs) is None without per-epoch tests.
+    `median_ms`: the run's typical step (Scheme.typical_step_ms), by default the steps' median."""
+    if median_ms is None:
+        median_ms = float(np.median(step_ms)) if len(step_ms) else float("nan")
     full_ms = float(profile["T_full_ms"]) if profile else float("nan")
     scheme = SCHEMES[config.train_type]
     target = scheme.step_ratio_target(config)

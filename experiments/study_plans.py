@@ -306,7 +306,10 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("filled_anchored_training", 0.533, "paper"), ("filled_anchored_training", 0.7, "exact"),
                      # the tenth (the ninth, its paper-mode loop without the drift, a selection kept while it
                      # still spends the budget), before any run of its own
-                     ("steady_anchored_training", 0.533, "paper"), ("steady_anchored_training", 0.7, "exact"))
+                     ("steady_anchored_training", 0.533, "paper"), ("steady_anchored_training", 0.7, "exact"),
+                     # the eleventh (the tenth, reaching the anchor part of the time where its selection cannot),
+                     # before any run of its own
+                     ("rotating_anchored_training", 0.533, "paper"), ("rotating_anchored_training", 0.7, "exact"))
 
 
 # Candidates whose design did not stand on the design draws (read on validation): they stay in the

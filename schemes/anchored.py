@@ -18,7 +18,8 @@ BatchNorm statistics before the look (AdaptedAnchoredTraining), the eighth start
 near the anchor as fits and closes the loop in paper mode too (NearestAnchoredTraining), the ninth
 spends what the eighth's window leaves on single tensors above it (FilledAnchoredTraining), the
 tenth holds the ninth's paper-mode loop without the drift and keeps a selection that still spends
-the budget (SteadyAnchoredTraining).
+the budget (SteadyAnchoredTraining), the eleventh reaches the anchor part of the time when the tenth's
+selection cannot (RotatingAnchoredTraining).
 """
 from __future__ import annotations
 
@@ -89,6 +90,22 @@ def still_spends(predicted_ms: float, target_ms: float, share: float) -> bool:
     """Whether a selection predicted to take `predicted_ms` a step fits a step-time target of
     `target_ms` and spends at least `share` of it."""
     return share * target_ms <= predicted_ms <= target_ms
+
+
+def reach_from(block_of: np.ndarray, first: int) -> np.ndarray:
+    """Every tensor from block `first`'s first one (forward order) up, the classifier included:
+    the contiguous top that reaches block `first`."""
+    mask = np.zeros(len(block_of), np.uint8)
+    mask[int(np.flatnonzero(block_of == first)[0]):] = 1
+    return mask
+
+
+def weighted_median_ms(samples: Dict[str, Sequence[float]]) -> float:
+    """Each kind's median step time weighted by its share of the steps (nan without steps)."""
+    total = sum(len(times) for times in samples.values())
+    if not total:
+        return float("nan")
+    return sum(len(times) * float(np.median(times)) for times in samples.values() if len(times)) / total
 
 
 def above_anchor(mask: np.ndarray, block_of: np.ndarray, first: int) -> np.ndarray:
@@ -228,3 +245,91 @@ class SteadyAnchoredTraining(FilledAnchoredTraining):
                                             controller.T_fp_ms + controller.budget_ms(), KEEP_SHARE):
             return self.mask.copy()
         return super().choose(importance)
+
+
+class RotatingAnchoredTraining(SteadyAnchoredTraining):
+    """The tenth candidate, reaching the anchor part of the time where its selection cannot (issue
+    34's eleventh candidate; docs/benchmarks/regime_and_depth.md, "An eleventh candidate"): when the
+    tenth's selection trains no tensor of the anchor stage, the period's steps alternate between the
+    reach (every tensor from the anchor's first block up, reach_from) and the classifier alone,
+    step by step, so that a running sum of each step's expected time minus the step-time target
+    stays near zero: the mean step holds the target. A kind's expected time is the median of its
+    measured steps so far, the profile's prediction (times the loop's correction) before any. The
+    loop's correction is closed on the period's selection (the reach) alone."""
+
+    train_type = "rotating_anchored_training"
+    KINDS = ("whole", "reach", "head")  # a period's own selection, the rotation's two steps
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        self.reach: Optional[np.ndarray] = None  # while the period rotates
+        self.whole: Optional[np.ndarray] = None  # the last selection trained on every step of its period
+        self.debt_ms = 0.0  # the running sum of expected step time minus the target
+        self.kind = "whole"  # of the step handed out last
+        self.samples: Dict[str, List[float]] = {kind: [] for kind in self.KINDS}  # measured steps by kind
+        self.period_steps: Dict[str, int] = {kind: 0 for kind in self.KINDS}
+
+    def choose(self, importance: np.ndarray) -> np.ndarray:
+        mask = super().choose(importance)
+        first, stop = self.stages[self.anchor]
+        in_anchor = (self.block_of >= first) & (self.block_of < stop)
+        if (mask.astype(bool) & in_anchor).any():
+            self.reach, self.whole = None, mask
+            return mask
+        self.reach = reach_from(self.block_of, first)
+        return self.reach.copy()
+
+    def reselect(self, step: int) -> Dict[str, float]:
+        steps = sum(self.period_steps.values())
+        shares = {f"rotation/{kind}_share": count / steps for kind, count in self.period_steps.items() if steps}
+        self.period_steps = {kind: 0 for kind in self.KINDS}
+        info = super().reselect(step)
+        return {**info, **shares, "rotation/on": float(self.reach is not None)}
+
+    def expected_ms(self, kind: str, mask: np.ndarray) -> float:
+        """What a step of `kind` (training `mask`) is expected to take now."""
+        if self.samples[kind]:
+            return float(np.median(self.samples[kind]))
+        return self.controller.predicted_ms(mask) * self.controller.correction
+
+    def step_mask(self, step: int) -> np.ndarray:
+        if self.reach is None:
+            self.kind, mask = "whole", self.mask
+        elif self.debt_ms <= 0:
+            self.kind, mask = "reach", self.reach
+        else:
+            self.kind, mask = "head", self._head
+        if self.reach is not None:
+            self.debt_ms += self.expected_ms(self.kind, mask) - self.controller.target_ms
+        self.period_steps[self.kind] += 1
+        return mask
+
+    def observe_step(self, step_ms: float) -> None:
+        self.samples[self.kind].append(step_ms)
+        if self.kind != "head":  # the loop compares the period's selection with its prediction
+            super().observe_step(step_ms)
+
+    def typical_step_ms(self, step_ms: Sequence[float]) -> float:
+        return weighted_median_ms(self.samples)
+
+    def step_mix(self) -> List[Tuple[np.ndarray, float]]:
+        steps = sum(len(times) for times in self.samples.values())
+        if self.reach is None or not steps:
+            return super().step_mix()
+        shares = {kind: len(times) / steps for kind, times in self.samples.items()}
+        mix = [(self.reach, shares["reach"]), (self._head, shares["head"])]
+        return mix + ([(self.whole, shares["whole"])] if self.whole is not None else [])
+
+    def state(self) -> Dict:
+        return {**super().state(), "reach": None if self.reach is None else self.reach.tolist(),
+                "whole": None if self.whole is None else self.whole.tolist(),
+                "debt_ms": self.debt_ms, "kind": self.kind, "samples": {k: list(v) for k, v in self.samples.items()},
+                "period_steps": dict(self.period_steps)}
+
+    def load_state(self, state: Dict) -> None:
+        super().load_state(state)
+        self.reach, self.whole = (None if state[name] is None else np.array(state[name], np.uint8)
+                                  for name in ("reach", "whole"))
+        self.debt_ms, self.kind = state["debt_ms"], state["kind"]
+        self.samples = {kind: list(state["samples"][kind]) for kind in self.KINDS}
+        self.period_steps = dict(state["period_steps"])

@@ -5,7 +5,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -160,8 +160,23 @@ class Scheme:
     def reselect(self, step: int) -> Dict[str, float]:
         return {}
 
+    def step_mask(self, step: int) -> np.ndarray:
+        """The selection the loop's next step (number `step`) trains: the period's, unless the
+        scheme rotates selections within a period."""
+        return self.mask
+
     def observe_step(self, step_ms: float) -> None:
-        pass
+        """A steady step's measured time (the step `step_mask` last handed out; not a compiling call)."""
+
+    def typical_step_ms(self, step_ms: Sequence[float]) -> float:
+        """The run's typical step time from its steady steps' times: their median (a scheme whose
+        steps come in several sizes weights each size's median by its share instead)."""
+        return float(np.median(step_ms)) if len(step_ms) else float("nan")
+
+    def step_mix(self) -> List[Tuple[np.ndarray, float]]:
+        """The selections the run's steps train now and each one's share of the steps, which the
+        run's live reference times against a full step (the final selection alone here)."""
+        return [(self.mask, 1.0)]
 
     def observe_memory(self, selection: Dict) -> None:
         """The last selection's predicted and measured allocator peaks (train.Loop's memory_selections entry)."""

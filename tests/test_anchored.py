@@ -11,8 +11,8 @@ import schemes
 import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
-from schemes.anchored import (KEEP_SHARE, above_anchor, anchor_of, anchored_scores, fill_above, nearest_window, stage_sums,
-                              still_spends)
+from schemes.anchored import (KEEP_SHARE, RotatingAnchoredTraining, above_anchor, anchor_of, anchored_scores, fill_above,
+                              nearest_window, reach_from, stage_sums, still_spends, weighted_median_ms)
 from schemes.time_budget import StepTimeController
 from schemes.window import block_of_tensors
 from test_train import make_context, tiny_data, tiny_model
@@ -307,3 +307,98 @@ def test_in_paper_mode_the_steady_scheme_times_no_drift_and_keeps_a_selection_th
         target = scheme.controller.T_fp_ms + scheme.controller.budget_ms()
         assert scheme.controller.predicted_ms(first) < KEEP_SHARE * target
         assert scheme.mask.sum() > first.sum() and scheme.controller.predicted_ms(scheme.mask) <= target
+
+
+def test_the_reach_is_the_contiguous_top_from_a_blocks_first_tensor():
+    block_of = np.array([0, 0, 1, 1, 2, -1, -1])
+    assert reach_from(block_of, 1).tolist() == [0, 0, 1, 1, 1, 1, 1]
+    assert reach_from(block_of, 0).all() and reach_from(block_of, 2).tolist() == [0, 0, 0, 0, 1, 1, 1]
+
+
+def test_steps_of_several_kinds_are_timed_by_each_kinds_median_weighted_by_its_share():
+    assert weighted_median_ms({"reach": [10.0, 12.0, 50.0], "head": [4.0], "whole": []}) == pytest.approx((3 * 12 + 4) / 4)
+    assert math.isnan(weighted_median_ms({"reach": [], "head": []}))
+    from train import mixed_reference
+
+    one = {"reference_full_step_ms": 10.0, "reference_selection_step_ms": 5.0, "reference_seconds": 1.0}
+    two = {"reference_full_step_ms": 12.0, "reference_selection_step_ms": 9.0, "reference_seconds": 2.0}
+    assert mixed_reference([(one, 1.0)]) == one
+    assert mixed_reference([(one, 0.25), (two, 0.75)]) == pytest.approx(
+        {"reference_full_step_ms": 11.0, "reference_selection_step_ms": 8.0, "reference_seconds": 3.0})
+
+
+def _looked(train_type: str, stage: int, **overrides):
+    """A scheme of `train_type` on the tiny model whose look names `stage` (no probe)."""
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    scheme = schemes.SCHEMES[train_type](looking_context(model, train_type, **overrides))
+    scheme._set_look((scheme.block_of == stage).astype(float))
+    return scheme
+
+
+@pytest.mark.parametrize("rho_mode", ["exact", "paper"])
+def test_where_the_budget_cannot_reach_the_anchor_steps_alternate_reach_and_classifier_at_the_target(rho_mode):
+    scheme = _looked("rotating_anchored_training", 0, rho=0.6, rho_mode=rho_mode)
+    controller = scheme.controller
+    info = scheme.reselect(0)
+    assert info["rotation/on"] == 1.0 and scheme.anchor == 0
+    assert (scheme.mask == reach_from(scheme.block_of, 0)).all() and scheme.mask.all()
+    target = controller.target_ms
+    reach_ms, head_ms = controller.predicted_ms(scheme.reach), controller.predicted_ms(scheme._head)
+    assert head_ms < target < reach_ms  # the budget's own step cannot reach the anchor
+    times = []
+    for step in range(40):  # steps that take what the profile predicts
+        mask = scheme.step_mask(step)
+        assert (mask == scheme.reach).all() or (mask == scheme._head).all()
+        times.append(controller.predicted_ms(mask))
+        scheme.observe_step(times[-1])
+    reached = sum(time == reach_ms for time in times)
+    assert 0 < reached < 40 and abs(np.mean(times) - target) <= (reach_ms - head_ms) / 40
+    assert scheme.typical_step_ms([]) == pytest.approx(np.mean(times))
+    assert controller._samples == [reach_ms] * reached  # the loop is closed on the period's selection alone
+    assert dict((mask.tobytes(), share) for mask, share in scheme.step_mix()) == pytest.approx(
+        {scheme.reach.tobytes(): reached / 40, scheme._head.tobytes(): 1 - reached / 40})
+    again = RotatingAnchoredTraining(scheme.context)  # a resumed run continues the same alternation
+    again.load_state(scheme.state())
+    assert [again.step_mask(step).tolist() for step in range(40, 50)] == [
+        scheme.step_mask(step).tolist() for step in range(40, 50)]
+    info = scheme.reselect(4)  # the reach again: nothing new to compile
+    assert info["rotation/on"] == 1.0 and info["rotation/reach_share"] == pytest.approx(reached / 40, abs=0.05)
+    assert (scheme.mask == scheme.reach).all()
+
+
+def test_where_the_budget_reaches_the_anchor_the_tenths_selection_trains_every_step():
+    rotating = _looked("rotating_anchored_training", 1, rho=0.7)
+    tenth = _looked("steady_anchored_training", 1, rho=0.7)
+    assert rotating.reselect(0)["rotation/on"] == 0.0
+    tenth.reselect(0)
+    assert (rotating.mask == tenth.mask).all() and rotating.reach is None
+    assert all((rotating.step_mask(step) == tenth.mask).all() for step in range(5))
+    for step in range(5):
+        rotating.observe_step(10.0 + step)
+    assert rotating.typical_step_ms([]) == 12.0 and rotating.step_mix()[0][1] == 1.0
+
+
+def test_the_loop_trains_the_rotations_steps_and_times_them_as_a_mix(tmp_path, monkeypatch):
+    import train
+    from run_outputs import RunOutputs
+    from test_train import config, tiny_profile
+
+    monkeypatch.setattr("schemes.anchored.anchor_of", lambda sums: 0)  # the look names the first stage
+    typical, measured = [], []
+    original = RotatingAnchoredTraining.typical_step_ms
+    monkeypatch.setattr(RotatingAnchoredTraining, "typical_step_ms",
+                        lambda self, step_ms: typical.append(original(self, step_ms)) or typical[-1])
+    reference = train.measure_reference
+    monkeypatch.setattr(train, "measure_reference",
+                        lambda steps, optimizer, mask, *rest: measured.append(mask.tolist()) or
+                        reference(steps, optimizer, mask, *rest))
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+    run_config = config(train_type="rotating_anchored_training", num_epochs=2, logdir=str(tmp_path),
+                        reference_steps=4)
+    summary = train.train(run_config, model, tiny_data(), tiny_data(), 4, outputs, tiny_profile(model))
+    assert summary["median_step_ms"] == typical[-1]
+    head = schemes.classifier_mask(model).tolist()
+    assert head in measured and [1] * len(head) in measured  # each kind timed against a full step
