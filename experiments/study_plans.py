@@ -312,8 +312,9 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("rotating_anchored_training", 0.533, "paper"), ("rotating_anchored_training", 0.7, "exact"))
 
 
-# Candidates whose design did not stand on the design draws (read on validation): they stay in the
-# design draws' tables as measured negative results and are not judged, so the judging draws skip them.
+# Candidates not judged (their design did not stand on the design draws, read on validation): they stay
+# in the design draws' tables as measured results, and the judging draws skip them. The eleventh is
+# judged (docs/benchmarks/regime_and_depth.md, "The candidate to judge").
 NOT_KEPT = ("elastic_heldout_training", "elastic_window_training", "elastic_heldout_window_training",
             "depth_schedule_training", "anchored_window_training", "adapted_anchored_training",
             "nearest_anchored_training", "filled_anchored_training", "steady_anchored_training")
