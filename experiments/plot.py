@@ -325,6 +325,24 @@ def plot_energy(rows: Sequence[Dict], title: str, output: str) -> List[str]:
     return finish(figure, title, output)
 
 
+def rotation_shares(run: Run, starts: Sequence[int]) -> List[Optional[float]]:
+    """For each selection (by its start step), the share of its period's steps that trained it, when
+    the run rotated its selection with the classifier alone (rotating_anchored_training logs
+    rotation/on at each selection and rotation/reach_share when a period ends); None for a period
+    trained whole. The last period's share is not logged (no selection ends it): the one before it
+    stands in."""
+    if not {"rotation/on", "rotation/reach_share"} <= set(run.tags):
+        return [None] * len(starts)
+    on, ended = dict(run.series("rotation/on")), dict(run.series("rotation/reach_share"))
+    shares: List[Optional[float]] = []
+    for index, start in enumerate(starts):
+        share = ended.get(starts[index + 1]) if index + 1 < len(starts) else None
+        if share is None:
+            share = next((value for value in reversed(shares) if value is not None), None)
+        shares.append(share if on.get(start) else None)
+    return shares
+
+
 def plot_heatmap(run: Run, title: str, output: str) -> List[str]:
     """Tensor index (input at the bottom) against training progress in epochs; dark = trained."""
     import numpy as np
@@ -334,18 +352,23 @@ def plot_heatmap(run: Run, title: str, output: str) -> List[str]:
     steps_per_epoch = run.steps_per_epoch()
     end_step = max(run.series(TIME_TAG)[-1][0], selections[-1][0] + 1)
     starts = [step for step, _ in selections] + [end_step]
+    shares = rotation_shares(run, [step for step, _ in selections])
     grid = np.array([mask for _, mask in selections], dtype=float).T  # (tensors, selections)
+    trained = grid.sum(axis=0)
+    grid = grid * np.array([1.0 if share is None else share for share in shares])
     figure, axis = plt.subplots(figsize=(7, 4.2))
     edges = [step / steps_per_epoch for step in starts]
     axis.pcolormesh(edges, np.arange(grid.shape[0] + 1), grid, cmap="Greys", vmin=0, vmax=1.25)
     for name, start in run.blocks():  # where each block of the backbone begins
         axis.axhline(start, color="tab:blue", linewidth=0.4, alpha=0.6)
         axis.text(edges[-1], start, f" {name}", fontsize=5, va="bottom", color="tab:blue", clip_on=False)
-    trained = grid.sum(axis=0)
     axis.set(xlabel="training progress (epochs)", ylabel="tensor index (input → classifier)",
              title=title or f"{run.label}: tensors trained by each selection (dark)")
+    rotated = [share for share in shares if share is not None]
+    note = (f"; rotating: the selection on {100 * min(rotated):.0f}-{100 * max(rotated):.0f} % of steps, the "
+            f"classifier alone on the rest (grey: that share)" if rotated else "")
     axis.text(0.01, 0.01, f"{len(selections)} selections; {int(trained.min())}-{int(trained.max())} of "
-              f"{grid.shape[0]} tensors trained", transform=axis.transAxes, fontsize=8,
+              f"{grid.shape[0]} tensors trained{note}", transform=axis.transAxes, fontsize=8 if not rotated else 6,
               bbox=dict(facecolor="white", alpha=0.8, linewidth=0))
     return finish(figure, "", output)
 

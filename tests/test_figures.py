@@ -310,3 +310,20 @@ def test_heatmap_marks_the_blocks_the_run_logged(tmp_path, captured):
     assert [mask for _, mask in run.masks()] == MASKS
     plot.plot_heatmap(run, "", str(tmp_path / "h.png"))
     assert [text.get_text().strip() for text in captured[-1].axes[0].texts if "block" in text.get_text()] == ["block_1"]
+
+
+def test_a_rotating_runs_heatmap_draws_each_period_at_the_share_of_steps_that_trained_it(tmp_path, captured):
+    outputs = RunOutputs(str(tmp_path), "rotating", "mobilenetv2", 4, 32)
+    for index, mask in enumerate(MASKS):
+        outputs.selection_mask(index * 10, np.array(mask))
+        outputs.scalars(index * 10, {"rotation/on": float(index > 0)})  # the first period trained whole
+        if index:
+            outputs.scalars(index * 10, {"rotation/reach_share": 0.5 if index == 1 else 0.25})
+    outputs.scalars(30, {"time/train_seconds": 3.0})
+    run = plot.Run(outputs.run_dir)
+    assert plot.rotation_shares(run, [0, 10, 20]) == [None, 0.25, 0.25]  # the last: the share before it
+    plot.plot_heatmap(run, "", str(tmp_path / "h.png"))
+    grid = np.array(captured[-1].axes[0].collections[0].get_array()).reshape(6, 3).T
+    assert grid.tolist() == [MASKS[0], [0.25 * value for value in MASKS[1]], [0.25 * value for value in MASKS[2]]]
+    assert "rotating: the selection on 25-25 % of steps" in " ".join(text.get_text() for text in captured[-1].axes[0].texts)
+    assert plot.rotation_shares(plot.Run(write_run(tmp_path, "elastic", [0.6], 4.0, masks=MASKS)), [0, 10, 20]) == [None] * 3
