@@ -131,3 +131,93 @@ def baseline_of(config: str) -> str:
         if config.startswith(prefix):
             return COMPARED_PREFIXES[0] + config[len(prefix):]
     return config
+
+
+# The rule that judges the candidate selector on a draw (BENCHMARKS.md, "The selector's judgement",
+# fixed 2026-11-26 10:07 UTC before its runs); this reading of it was written before any judging
+# run was read.
+CANDIDATE = "rotating_anchored_training"  # the candidate judged (decided 2026-11-26, 21:56 UTC)
+RULE_BUDGETS = ("rho0.533_paper", "rho0.7_exact")  # "50 %" and 0.7 exact
+RULE_SEEDS = 5
+TEST_MARGIN = 0.01  # its final test accuracy at least the frontier's minus 1 point
+INTERVAL_FLOOR = -0.02  # and the lower end of the paired 95 % interval above -2 points
+
+
+def overhead_seconds(run: Dict) -> float:
+    """A run's selection overhead as the rule counts it: `selection_seconds` (probe, DP; one entry
+    a selection) plus `compile_seconds`."""
+    selections = run.get("selection_seconds") or 0.0
+    total = sum(selections) if isinstance(selections, (list, tuple)) else float(selections)
+    return float(total) + float(run.get("compile_seconds") or 0.0)
+
+
+def judgement(groups: Dict[str, List[Dict]], candidate: str = CANDIDATE) -> List[Dict]:
+    """The rule, budget by budget, on one draw's results: the candidate against the frontier member
+    at its measured step ratio (placed, as the decisive rows were chosen, at its mean over the
+    seeds the whole family ran) and against ElasticTrainer at the same budget. Accuracies, step
+    ratios and overheads are means over all of each config's seeds. One dict a budget whose
+    candidate and ElasticTrainer rows exist: the numbers and `clauses`, a list of (text, met)."""
+    family, compared = split(groups)
+    points = {p["config"]: p for p in compared}
+    verdicts = []
+    for budget in RULE_BUDGETS:
+        mine, theirs = points.get(f"{candidate}_{budget}"), points.get(f"{COMPARED_PREFIXES[0]}_{budget}")
+        if mine is None or theirs is None:
+            continue
+        member = frontier_at(family, mine["ratio"]) if math.isfinite(mine["ratio"]) else None
+        ratio, et_ratio = (mean_std([run.get("step_time_ratio_achieved") for run in groups[p["config"]]])[0]
+                           for p in (mine, theirs))
+        overhead, et_overhead = (mean_std([overhead_seconds(run) for run in groups[p["config"]]])[0]
+                                 for p in (mine, theirs))
+        difference = (float("nan"),) * 3
+        if member:
+            seeds = sorted(set(mine["by_seed"]) & set(member["by_seed"]))
+            pairs = [mine["by_seed"][s] - member["by_seed"][s] for s in seeds
+                     if mine["by_seed"][s] is not None and member["by_seed"][s] is not None]
+            difference = paired_interval(pairs) + (len(pairs),)
+        frontier_test = member["test"][0] if member else float("nan")
+        clauses = [
+            (f"final test at least the frontier's minus {100 * TEST_MARGIN:g} point",
+             mine["test"][0] >= frontier_test - TEST_MARGIN),
+            (f"paired interval's lower end above {100 * INTERVAL_FLOOR:+g} points", difference[1] > INTERVAL_FLOOR),
+            ("final test not below ElasticTrainer's", mine["test"][0] >= theirs["test"][0]),
+            ("step ratio not above ElasticTrainer's", ratio <= et_ratio),
+            ("selection overhead not above ElasticTrainer's", overhead <= et_overhead)]
+        verdicts.append({"budget": budget, "candidate": mine, "member": member, "elastic": theirs,
+                         "difference": difference, "ratio": ratio, "elastic_ratio": et_ratio,
+                         "overhead": overhead, "elastic_overhead": et_overhead, "clauses": clauses,
+                         "met": all(met for _, met in clauses) and mine["seeds"] >= RULE_SEEDS,
+                         "above_frontier": difference[1] > 0})
+    return verdicts
+
+
+def judgement_section(groups: Dict[str, List[Dict]], candidate: str = CANDIDATE) -> str:
+    """The rule's reading on one draw (markdown): each budget's numbers, each clause met or not."""
+    verdicts = judgement(groups, candidate)
+    if not verdicts:
+        return ""
+    mark = {True: "met", False: "**not met**"}
+    lines = [f"The rule (BENCHMARKS.md, \"The selector's judgement\") on {candidate}; means over each config's "
+             f"seeds, the frontier member placed at the candidate's step ratio over the family's seeds:", "",
+             "| budget | seeds | final test % | frontier member, its final test % | minus frontier, paired [95 %] | "
+             "ElasticTrainer's final test % | step ratio (ElasticTrainer's) | overhead s (ElasticTrainer's) |",
+             "|---|---:|---:|---|---|---:|---:|---:|"]
+    for v in verdicts:
+        mine, member = v["candidate"], v["member"]
+        mean, low, high, count = v["difference"]
+        lines.append(f"| {v['budget']} | {mine['seeds']} | {plus_minus(mine['test'], 100)} | "
+                     + (f"{member['config']}, {plus_minus(member['test'], 100)} | " if member else "- | ")
+                     + (f"{100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}] ({count} seeds) | "
+                        if math.isfinite(low) else "- | ")
+                     + f"{plus_minus(v['elastic']['test'], 100)} | {v['ratio']:.3f} ({v['elastic_ratio']:.3f}) | "
+                     f"{v['overhead']:.1f} ({v['elastic_overhead']:.1f}) |")
+    lines += ["", "| budget | " + " | ".join(text for text, _ in verdicts[0]["clauses"]) + " | all, on "
+              f"{RULE_SEEDS} seeds | above the frontier (interval above 0) |",
+              "|---|" + "---|" * (len(verdicts[0]["clauses"]) + 2)]
+    for v in verdicts:
+        clauses = all(met for _, met in v["clauses"])
+        overall = (mark[v["met"]] if v["met"] or not clauses
+                   else f"each clause met, on {v['candidate']['seeds']} of the {RULE_SEEDS} seeds")
+        lines.append(f"| {v['budget']} | " + " | ".join(mark[met] for _, met in v["clauses"])
+                     + f" | {overall} | {'yes' if v['above_frontier'] else 'no'} |")
+    return "\n".join(lines) + "\n"

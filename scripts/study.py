@@ -298,8 +298,10 @@ def regime_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List[D
 def frontier_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List[Dict]) -> str:
     """The frontier plan's reading below its table, then what each compared scheme's selections
     held stage by stage (from the runs' logs, where this machine has them); printed too."""
-    from experiments.study_frontier import COMPARED_PREFIXES, frontier_section
+    from experiments.study_frontier import COMPARED_PREFIXES, frontier_section, judgement_section
     section = frontier_section(groups)
+    judged = judgement_section(groups)
+    section += ("\n" + judged) if judged else ""
     compared = {name: runs for name, runs in groups.items() if name.startswith(COMPARED_PREFIXES)}
     section += selections_appendix(model_name, "frontier", compared, groups)
     print(section)
