@@ -9,7 +9,7 @@ Registered with TFDS as `embedded_parts`; `tfds.builder("embedded_parts/target")
   appearances over the four parts; sister species share the body's and head's looks and swap the
   wings' and tail's), 15 train + 30 test each: the fine-grained task, standing in
   for CUB-200 (about 30 training images a class; these images are far simpler than birds, so
-  candidate 7 of docs/benchmarks/regime_and_depth.md halves that). `target_seed1` and `target_seed2` are the same design drawn with other task seeds.
+  candidate 7 of docs/benchmarks/regime_and_depth.md halves that). `target_seed1` to `target_seed4` are the same design drawn with other task seeds.
   Each target config also has a `validation` split of 20 new images a class (from a random
   stream of its own, so the train and test images are those of 8.0.0): enough to rank designs
   and pick epochs without taking images from the 15 a class that train.
@@ -24,7 +24,7 @@ import tensorflow_datasets as tfds
 from data import parts_render
 from data.embedded_shapes import split_sizes
 
-TASK_SEEDS = (0, 1, 2)  # target configs: "target" (seed 0), "target_seed1", "target_seed2"
+TASK_SEEDS = (0, 1, 2, 3, 4)  # target configs: "target" (seed 0), "target_seed1" ... "target_seed4"
 
 
 @dataclasses.dataclass

@@ -8,8 +8,8 @@ it locally (no download) in TFDS's data dir. Configs:
   the pre-training task, standing in for ImageNet.
 - `target`: 64 classes (8 genera x 8 species, disjoint genera), 40 train + 40 test each:
   the fine-grained fine-tuning task, standing in for CUB-200 (about 30 train images a class).
-- `target_seed1`: the same design drawn with another task seed: 8 other genera (neither the
-  source's nor `target`'s), the same source, so one pre-trained backbone serves both.
+- `target_seed1`, `target_seed2`: the same design drawn with other task seeds: 8 other genera
+  (neither the source's nor `target`'s), the same source, so one pre-trained backbone serves all.
 
 Each target config has a `validation` split of 20 new images a class, drawn from a random stream
 of its own, so `target`'s train and test images are those of 1.0.0.
@@ -48,7 +48,7 @@ class EmbeddedShapesConfig(tfds.core.BuilderConfig):
         return source if self.task == "source" else target
 
 
-TASK_SEEDS = (0, 1)  # target configs: "target" (seed 0), "target_seed1"
+TASK_SEEDS = (0, 1, 2)  # target configs: "target" (seed 0), "target_seed1", "target_seed2"
 
 
 def target_config_name(task_seed: int) -> str:

@@ -77,7 +77,16 @@ def selects_on_validation(protocol: Dict) -> bool:
 # target's classes drawn from another task seed. Study keys "<task>_seed<k>_<model>".
 DRAWS = {"parts_seed1": ("parts_mobilenetv2", "embedded_parts_seed1"),
          "parts_seed2": ("parts_mobilenetv2", "embedded_parts_seed2"),
-         "shapes_seed1": ("mobilenetv2", "embedded_shapes_seed1")}
+         "shapes_seed1": ("mobilenetv2", "embedded_shapes_seed1"),
+         # the second judging, of the twelfth candidate (2026-11-27): draws no run has seen
+         "parts_seed3": ("parts_mobilenetv2", "embedded_parts_seed3"),
+         "parts_seed4": ("parts_mobilenetv2", "embedded_parts_seed4"),
+         "shapes_seed2": ("mobilenetv2", "embedded_shapes_seed2")}
+# The candidate each judging draw judges (BENCHMARKS.md, "The selector's judgement"): the eleventh on
+# the first three (decided 2026-11-26, 21:56 UTC), the twelfth on three new ones (2026-11-27).
+JUDGED = {"parts_seed1": "rotating_anchored_training", "parts_seed2": "rotating_anchored_training",
+          "shapes_seed1": "rotating_anchored_training", "parts_seed3": "thrifty_anchored_training",
+          "parts_seed4": "thrifty_anchored_training", "shapes_seed2": "thrifty_anchored_training"}
 for _task, (_base, _dataset) in DRAWS.items():
     PROTOCOLS[f"{_task}_{PROTOCOLS[_base]['model_name']}"] = dict(PROTOCOLS[_base], dataset_name=_dataset)
 TASKS = TASKS + tuple(DRAWS)
@@ -309,15 +318,16 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("steady_anchored_training", 0.533, "paper"), ("steady_anchored_training", 0.7, "exact"),
                      # the eleventh (the tenth, reaching the anchor part of the time where its selection cannot),
                      # before any run of its own
-                     ("rotating_anchored_training", 0.533, "paper"), ("rotating_anchored_training", 0.7, "exact"))
+                     ("rotating_anchored_training", 0.533, "paper"), ("rotating_anchored_training", 0.7, "exact"),
+                     # the twelfth (the eleventh spending less than ElasticTrainer does), before any run of its own
+                     ("thrifty_anchored_training", 0.533, "paper"), ("thrifty_anchored_training", 0.7, "exact"))
 
 
-# Candidates not judged (their design did not stand on the design draws, read on validation): they stay
-# in the design draws' tables as measured results, and the judging draws skip them. The eleventh is
-# judged (docs/benchmarks/regime_and_depth.md, "The candidate to judge").
-NOT_KEPT = ("elastic_heldout_training", "elastic_window_training", "elastic_heldout_window_training",
-            "depth_schedule_training", "anchored_window_training", "adapted_anchored_training",
-            "nearest_anchored_training", "filled_anchored_training", "steady_anchored_training")
+def compared_on(task: str, scheme: str) -> bool:
+    """Whether the frontier plan runs a compared scheme on a task: every one on the design draws
+    (the candidates stay there as measured results); on a judging draw, ElasticTrainer and the
+    candidate it judges (JUDGED) only."""
+    return task not in DRAWS or scheme in ("elastic_training", JUDGED[task])
 
 
 def depth_stages(model: str) -> List[Tuple[int, int]]:
@@ -341,7 +351,7 @@ def frontier_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
                + [Run("static_top_training", 0, rho=rho, rho_mode="exact") for rho in FRONTIER_TOPS]
                + [Run("block_range_training", 0, block_range=stage) for stage in frontier_stage_ranges(model)]
                + [Run(scheme, 0, rho=rho, rho_mode=mode) for scheme, rho, mode in FRONTIER_COMPARED
-                  if task_name(model_name) not in DRAWS or scheme not in NOT_KEPT])
+                  if compared_on(task_name(model_name), scheme)])
     return [dataclasses.replace(config, seed=seed) for seed in seeds for config in configs]
 
 

@@ -27,6 +27,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
 from schemes.base import Context
@@ -333,3 +334,43 @@ class RotatingAnchoredTraining(SteadyAnchoredTraining):
         self.debt_ms, self.kind = state["debt_ms"], state["kind"]
         self.samples = {kind: list(state["samples"][kind]) for kind in self.KINDS}
         self.period_steps = dict(state["period_steps"])
+
+
+SPEND_SHARE = 0.85  # the share of the step-time target the twelfth candidate spends (fixed 2026-11-27, 03:55 UTC)
+
+
+class ThriftyAnchoredTraining(RotatingAnchoredTraining):
+    """The eleventh candidate spending no more than ElasticTrainer does (issue 34's twelfth
+    candidate; docs/benchmarks/regime_and_depth.md, "A twelfth candidate"). ElasticTrainer spends
+    less than its budget: its paper mode runs open loop, so its steps run as fast as the machine
+    does, and in exact mode its selections leave part of the target unspent. Three changes:
+    - paper mode runs open loop, as ElasticTrainer's does: measured steps correct nothing, and the
+      rotation mixes its steps on the profile's predicted times, not measured ones;
+    - both modes aim at SPEND_SHARE of the step-time target (paper mode: the paper budget's
+      predicted step; exact mode: rho times today's full step, closed loop);
+    - exact mode reads the machine's drift once, at the run's second selection, not at each one."""
+
+    train_type = "thrifty_anchored_training"
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        controller = self.controller  # NearestAnchoredTraining's: exact mode at the paper budget's ratio in paper mode
+        smallest = solver.smallest_feasible_rho(controller.t_dy, controller.t_dw, controller.T_fp_ms, controller.T_full_ms)
+        self.controller = StepTimeController(context.profile, thrifty_ratio(controller.rho, smallest),
+                                             context.config.resolution, "exact")
+        if context.config.rho_mode == "paper":
+            self.controller.open_loop()
+
+    def _anchored(self) -> bool:
+        return self.controller.drift_reads == 0 and super()._anchored()
+
+    def expected_ms(self, kind: str, mask: np.ndarray) -> float:
+        if self.controller.closed:
+            return super().expected_ms(kind, mask)
+        return self.controller.predicted_ms(mask)
+
+
+def thrifty_ratio(ratio: float, smallest: float) -> float:
+    """SPEND_SHARE of a step-time ratio, but not below `smallest` (the smallest feasible one) unless
+    the ratio itself is."""
+    return max(SPEND_SHARE * ratio, min(ratio, smallest))

@@ -46,6 +46,7 @@ class StepTimeController:
         self.t_dy = np.array([t["t_dy_ms"] for t in reversed(profile["tensors"])], float)  # backward order
         self.t_dw = np.array([t["t_dw_ms"] for t in reversed(profile["tensors"])], float)
         self.correction = 1.0
+        self.closed = rho_mode == "exact"  # whether measured steps correct the budget (open_loop turns it off)
         self.drift, self._drifts = 1.0, 0  # today's full step / the profile's (set_drift), and how many
         self._samples: List[float] = []
         self._warned = False
@@ -64,6 +65,17 @@ class StepTimeController:
     def target_ms(self) -> float:
         """rho times a full step as long as it takes now."""
         return self.rho * self.T_full_ms * self.drift
+
+    def open_loop(self) -> "StepTimeController":
+        """This controller with the closed loop off: measured steps no longer correct the budget
+        (as in paper mode); the target stays what it is."""
+        self.closed = False
+        return self
+
+    @property
+    def drift_reads(self) -> int:
+        """How many live measurements the drift averages (set_drift)."""
+        return self._drifts
 
     def set_drift(self, drift: float) -> float:
         """Re-anchor the target on a live measurement: `drift` = how long a full-gradient pass
@@ -181,7 +193,7 @@ class StepTimeController:
             return {}
         achieved, predicted = typical_ms(samples), self.predicted_ms(mask)
         ratio = achieved / predicted
-        if self.rho_mode == "exact":  # the paper's budget is a share of the backward pass: open loop
+        if self.closed:  # the paper's budget is a share of the backward pass: open loop
             self.correction = ratio if self.correction == 1.0 else 0.5 * (self.correction + ratio)
         if not 0.8 <= ratio <= 1.25 and not self._warned:
             self._warned = True
@@ -189,7 +201,7 @@ class StepTimeController:
                             "under other load. %s; to re-measure, run the profiler again with --force, "
                             "or train with --recalibrate 1", abs(ratio - 1) * 100,
                             "slower" if ratio > 1 else "faster",
-                            "The budget is corrected" if self.rho_mode == "exact"
+                            "The budget is corrected" if self.closed
                             else "Paper mode keeps the original's open-loop budget")
         return {"elastic/target_vs_achieved": achieved / self.target_ms,
                 "elastic/achieved_step_ms": achieved, "elastic/predicted_step_ms": predicted}

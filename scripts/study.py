@@ -264,8 +264,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--task", default="shapes", choices=TASKS,
                         help="shapes: embedded_shapes (an input-level shift: new textures and colours); "
                              "parts: embedded_parts (a label-space shift: new arrangements of known parts, "
-                             "the paper's regime); parts_seed1, parts_seed2, shapes_seed1: the same tasks' "
-                             "classes drawn from other task seeds (the same protocol and backbone); results go "
+                             "the paper's regime); parts_seed1 to parts_seed4, shapes_seed1, shapes_seed2: the "
+                             "same tasks' classes drawn from other task seeds (the same protocol and backbone); results go "
                              "to results/study/[<task>_]<model>_<input>/")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the claims and depth plans")
     parser.add_argument("--dry_run", action="store_true", help="print the commands, train nothing")
@@ -298,9 +298,10 @@ def regime_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List[D
 def frontier_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List[Dict]) -> str:
     """The frontier plan's reading below its table, then what each compared scheme's selections
     held stage by stage (from the runs' logs, where this machine has them); printed too."""
-    from experiments.study_frontier import COMPARED_PREFIXES, frontier_section, judgement_section
+    from experiments.study_frontier import CANDIDATE, COMPARED_PREFIXES, frontier_section, judgement_section
+    from experiments.study_plans import JUDGED, task_name
     section = frontier_section(groups)
-    judged = judgement_section(groups)
+    judged = judgement_section(groups, JUDGED.get(task_name(model_name), CANDIDATE))
     section += ("\n" + judged) if judged else ""
     compared = {name: runs for name, runs in groups.items() if name.startswith(COMPARED_PREFIXES)}
     section += selections_appendix(model_name, "frontier", compared, groups)

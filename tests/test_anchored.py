@@ -11,8 +11,9 @@ import schemes
 import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
-from schemes.anchored import (KEEP_SHARE, RotatingAnchoredTraining, above_anchor, anchor_of, anchored_scores, fill_above,
-                              nearest_window, reach_from, stage_sums, still_spends, weighted_median_ms)
+from schemes.anchored import (KEEP_SHARE, SPEND_SHARE, RotatingAnchoredTraining, ThriftyAnchoredTraining, above_anchor, anchor_of, anchored_scores, fill_above,
+                              nearest_window, reach_from, stage_sums, still_spends, thrifty_ratio,
+                              weighted_median_ms)
 from schemes.time_budget import StepTimeController
 from schemes.window import block_of_tensors
 from test_train import make_context, tiny_data, tiny_model
@@ -402,3 +403,46 @@ def test_the_loop_trains_the_rotations_steps_and_times_them_as_a_mix(tmp_path, m
     assert summary["median_step_ms"] == typical[-1]
     head = schemes.classifier_mask(model).tolist()
     assert head in measured and [1] * len(head) in measured  # each kind timed against a full step
+
+
+def test_the_twelfth_spends_its_share_of_the_target_but_not_below_the_smallest_feasible():
+    assert thrifty_ratio(0.7, 0.4) == pytest.approx(SPEND_SHARE * 0.7)
+    assert thrifty_ratio(0.5, 0.45) == 0.45  # its share would be infeasible: the smallest feasible
+    assert thrifty_ratio(0.42, 0.45) == 0.42  # the user's own ratio is below it: left as it is
+
+
+@pytest.mark.parametrize("rho_mode", ["exact", "paper"])
+def test_the_twelfth_aims_at_its_share_of_the_elevenths_target_and_runs_paper_mode_open_loop(rho_mode):
+    eleventh = _looked("rotating_anchored_training", 1, rho=0.95, rho_mode=rho_mode)
+    twelfth = _looked("thrifty_anchored_training", 1, rho=0.95, rho_mode=rho_mode)
+    assert twelfth.controller.target_ms == pytest.approx(SPEND_SHARE * eleventh.controller.target_ms)
+    assert twelfth.controller.closed == (rho_mode == "exact") and eleventh.controller.closed
+    assert twelfth.reselect(0)["rotation/on"] == 0.0
+    budget = twelfth.controller.budget_ms()
+    for step in range(40):  # steps run twice as slow as predicted
+        twelfth.step_mask(step)
+        twelfth.observe_step(2 * twelfth.controller.predicted_ms(twelfth.mask))
+    twelfth.reselect(4)
+    assert (twelfth.controller.correction == 1.0) == (rho_mode == "paper")
+    assert (twelfth.controller.budget_ms() == budget) == (rho_mode == "paper")
+
+
+def test_the_twelfths_rotation_in_paper_mode_mixes_on_predicted_times_whatever_the_steps_measure():
+    scheme = _looked("thrifty_anchored_training", 0, rho=0.6, rho_mode="paper")
+    assert scheme.reselect(0)["rotation/on"] == 1.0
+    controller = scheme.controller
+    predicted = []
+    for step in range(40):
+        mask = scheme.step_mask(step)
+        predicted.append(controller.predicted_ms(mask))
+        scheme.observe_step(0.5 * predicted[-1] if (mask == scheme.reach).all() else 3 * predicted[-1])
+    spread = controller.predicted_ms(scheme.reach) - controller.predicted_ms(scheme._head)
+    assert abs(np.mean(predicted) - controller.target_ms) <= spread / 40  # held on the prediction
+
+
+def test_the_twelfth_reads_the_machines_drift_once(monkeypatch):
+    monkeypatch.setattr(RotatingAnchoredTraining, "_anchored", lambda self: True)
+    scheme = _looked("thrifty_anchored_training", 1, rho=0.7)
+    assert scheme._anchored()
+    scheme.controller.set_drift(0.9)
+    assert not scheme._anchored() and isinstance(scheme, ThriftyAnchoredTraining)
