@@ -53,12 +53,16 @@ def frontier_at(family: Sequence[Dict], budget: float) -> Optional[Dict]:
     return max(fitting, key=lambda p: (p["val"], -p["ratio"]))
 
 
-def paired(scheme: Dict, member: Dict, key: str = "by_seed") -> str:
+def paired_differences(scheme: Dict, member: Dict, key: str = "by_seed") -> List[float]:
     """The scheme's final test accuracy (key "val_by_seed": validation accuracy) minus the
-    member's, paired by seed, with its 95 % interval."""
+    member's, seed by seed, on the seeds both have a value for."""
     seeds = sorted(set(scheme[key]) & set(member[key]))
-    differences = [scheme[key][s] - member[key][s] for s in seeds
-                   if scheme[key][s] is not None and member[key][s] is not None]
+    return [scheme[key][s] - member[key][s] for s in seeds if scheme[key][s] is not None and member[key][s] is not None]
+
+
+def paired(scheme: Dict, member: Dict, key: str = "by_seed") -> str:
+    """paired_differences' mean with its 95 % interval (text)."""
+    differences = paired_differences(scheme, member, key)
     if not differences:
         return "-"
     mean, low, high = paired_interval(differences)
@@ -179,9 +183,7 @@ def judgement(groups: Dict[str, List[Dict]], candidate: str = CANDIDATE) -> List
                                  for p in (mine, theirs))
         difference = (float("nan"),) * 3 + (0,)
         if member:
-            seeds = sorted(set(mine["by_seed"]) & set(member["by_seed"]))
-            pairs = [mine["by_seed"][s] - member["by_seed"][s] for s in seeds
-                     if mine["by_seed"][s] is not None and member["by_seed"][s] is not None]
+            pairs = paired_differences(mine, member)
             difference = paired_interval(pairs) + (len(pairs),)
         frontier_test = member["test"][0] if member else float("nan")
         clauses = [
