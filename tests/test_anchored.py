@@ -446,3 +446,39 @@ def test_the_twelfth_reads_the_machines_drift_once(monkeypatch):
     assert scheme._anchored()
     scheme.controller.set_drift(0.9)
     assert not scheme._anchored() and isinstance(scheme, ThriftyAnchoredTraining)
+
+
+def four_block_model() -> tf.keras.Model:
+    """Two stages of two blocks each (16x16, then 14x14), every convolution with a bias."""
+    inputs = tf.keras.Input((16, 16, 3))
+    x = tf.keras.layers.Conv2D(4, 3, padding="same", name="a")(inputs)
+    x = tf.keras.layers.Conv2D(4, 3, padding="same", name="b")(x)
+    x = tf.keras.layers.Conv2D(6, 3, name="c")(x)
+    x = tf.keras.layers.Conv2D(6, 3, padding="same", name="d")(x)
+    x = tf.keras.layers.GlobalAveragePooling2D()(x)
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="classifier")(x))
+
+
+@pytest.mark.parametrize("rho_mode", ["exact", "paper"])
+def test_where_the_look_names_the_top_the_twelfth_spends_the_budget_below_it(rho_mode):
+    looked = {}
+    for train_type in ("rotating_anchored_training", "thrifty_anchored_training"):
+        tf.keras.utils.set_random_seed(0)
+        scheme = schemes.SCHEMES[train_type](looking_context(four_block_model(), train_type, rho=0.95,
+                                                             rho_mode=rho_mode))
+        scheme._set_look((scheme.block_of >= 2).astype(float))  # the top stage, blocks 2-3
+        scheme.reselect(0)
+        looked[train_type] = scheme
+    eleventh, twelfth = looked.values()
+    assert twelfth.stages == [(0, 2), (2, 4)] and twelfth.anchor == 1 and twelfth.reach is None
+    controller = twelfth.controller
+    target_ms = controller.T_fp_ms + controller.budget_ms()
+    below = (twelfth.block_of >= 0) & (twelfth.block_of < 2)
+    assert not (eleventh.mask.astype(bool) & below).any()  # the eleventh never trains below the anchor
+    assert controller.predicted_ms(eleventh.mask) < KEEP_SHARE * target_ms  # at the twelfth's target it under-spends
+    assert (twelfth.mask.astype(bool) & below).any() and (twelfth.mask >= eleventh.mask).all()
+    assert controller.predicted_ms(eleventh.mask) < controller.predicted_ms(twelfth.mask) <= target_ms
+    assert (twelfth.mask == (eleventh.mask | controller.static_top())).all() and (twelfth.whole == twelfth.mask).all()
+    kept = twelfth.mask.copy()
+    twelfth.reselect(4)  # it spends the target now: kept, nothing new to compile
+    assert (twelfth.mask == kept).all()
