@@ -78,15 +78,16 @@ def selects_on_validation(protocol: Dict) -> bool:
 DRAWS = {"parts_seed1": ("parts_mobilenetv2", "embedded_parts_seed1"),
          "parts_seed2": ("parts_mobilenetv2", "embedded_parts_seed2"),
          "shapes_seed1": ("mobilenetv2", "embedded_shapes_seed1"),
-         # the second judging, of the twelfth candidate (2026-11-27): draws no run has seen
+         # the second judging, of a revised candidate (2026-11-27): draws no run has seen
          "parts_seed3": ("parts_mobilenetv2", "embedded_parts_seed3"),
          "parts_seed4": ("parts_mobilenetv2", "embedded_parts_seed4"),
          "shapes_seed2": ("mobilenetv2", "embedded_shapes_seed2")}
 # The candidate each judging draw judges (BENCHMARKS.md, "The selector's judgement"): the eleventh on
-# the first three (decided 2026-11-26, 21:56 UTC), the twelfth on three new ones (2026-11-27).
+# the first three (decided 2026-11-26, 21:56 UTC), the thirteenth on three new ones (2026-11-27, if it
+# stands on the design draws; the twelfth did not).
 JUDGED = {"parts_seed1": "rotating_anchored_training", "parts_seed2": "rotating_anchored_training",
-          "shapes_seed1": "rotating_anchored_training", "parts_seed3": "thrifty_anchored_training",
-          "parts_seed4": "thrifty_anchored_training", "shapes_seed2": "thrifty_anchored_training"}
+          "shapes_seed1": "rotating_anchored_training", "parts_seed3": "lean_anchored_training",
+          "parts_seed4": "lean_anchored_training", "shapes_seed2": "lean_anchored_training"}
 for _task, (_base, _dataset) in DRAWS.items():
     PROTOCOLS[f"{_task}_{PROTOCOLS[_base]['model_name']}"] = dict(PROTOCOLS[_base], dataset_name=_dataset)
 TASKS = TASKS + tuple(DRAWS)
@@ -320,7 +321,9 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      # before any run of its own
                      ("rotating_anchored_training", 0.533, "paper"), ("rotating_anchored_training", 0.7, "exact"),
                      # the twelfth (the eleventh spending less than ElasticTrainer does), before any run of its own
-                     ("thrifty_anchored_training", 0.533, "paper"), ("thrifty_anchored_training", 0.7, "exact"))
+                     ("thrifty_anchored_training", 0.533, "paper"), ("thrifty_anchored_training", 0.7, "exact"),
+                     # the thirteenth (the twelfth, its look scored on training images), before any run of its own
+                     ("lean_anchored_training", 0.533, "paper"), ("lean_anchored_training", 0.7, "exact"))
 
 
 def compared_on(task: str, scheme: str) -> bool:

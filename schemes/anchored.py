@@ -399,3 +399,17 @@ def thrifty_ratio(ratio: float, smallest: float) -> float:
     """SPEND_SHARE of a step-time ratio, but not below `smallest` (the smallest feasible one) unless
     the ratio itself is."""
     return max(SPEND_SHARE * ratio, min(ratio, smallest))
+
+
+class LeanAnchoredTraining(ThriftyAnchoredTraining):
+    """The twelfth candidate, its look scored on the training probe stream's next batches instead
+    of the validation split (issue 34's thirteenth candidate; docs/benchmarks/regime_and_depth.md,
+    "A thirteenth candidate"). The look is made at the run's first selection, before any step has
+    trained, so those images are as unseen as validation images; starting the validation split's
+    shuffled pipeline cost the twelfth's look 0.2-0.3 s more than ElasticTrainer's probes, and
+    the validation split is left to model selection alone."""
+
+    train_type = "lean_anchored_training"
+
+    def scored_batches(self, count: Optional[int] = None) -> List:
+        return self.probe_batches(count)

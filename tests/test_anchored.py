@@ -482,3 +482,17 @@ def test_where_the_look_names_the_top_the_twelfth_spends_the_budget_below_it(rho
     kept = twelfth.mask.copy()
     twelfth.reselect(4)  # it spends the target now: kept, nothing new to compile
     assert (twelfth.mask == kept).all()
+
+
+def test_the_thirteenths_look_scores_on_training_images_and_leaves_the_validation_split_alone():
+    looks = {}
+    for train_type in ("thrifty_anchored_training", "lean_anchored_training"):
+        tf.keras.utils.set_random_seed(0)
+        scheme = schemes.SCHEMES[train_type](looking_context(tiny_model(), train_type, rho=0.7))
+        count = scheme.context.config.probe_batches * scheme.periods
+        looks[train_type] = (scheme.importance(), scheme.probe_position, scheme.held_out_position, count)
+    look, probed, held_out, count = looks["thrifty_anchored_training"]
+    assert (probed, held_out) == (count, count)  # the twelfth: updates on training batches, scored on validation ones
+    lean, probed, held_out, count = looks["lean_anchored_training"]
+    assert (probed, held_out) == (2 * count, 0)  # the thirteenth: both from the training probe stream
+    assert lean.shape == look.shape and np.isfinite(lean).all() and not np.allclose(lean, look)

@@ -1,0 +1,67 @@
+"""What do the held-out look's scored batches cost: the validation split's shuffled pipeline (the
+twelfth candidate's, schemes/heldout.py) against the training probe stream's next batches (the
+thirteenth's)? No training; the data only.
+
+    python -m bench.look_batches [--dataset_name embedded_shapes] [--count 3] [--repeats 5]
+
+Each repeat does what one run's look does: it builds the validation split's pipeline afresh
+(unbatched, shuffled with the run's seed, batched; a run builds it once) and takes `count` batches
+from it, then takes the next `count` batches of the training probe stream (built once, as a run's
+is, before its first probe). Prints each repeat and the medians, in milliseconds, and their ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from typing import List
+
+import numpy as np
+
+import data
+from schemes.heldout import HELD_OUT_BUFFER
+from utils import positive_int
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--dataset_name", default="embedded_shapes",
+                        help="a dataset with a validation split of its own (the embedded targets)")
+    parser.add_argument("--batch_size", type=positive_int, default=32, help="batch size")
+    parser.add_argument("--input_size", type=positive_int, default=64, help="image side in pixels")
+    parser.add_argument("--count", type=positive_int, default=3,
+                        help="batches a look scores (--probe_batches x selections a run makes: 3 in the study)")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="repeats, each a fresh validation pipeline")
+    return parser.parse_args(argv)
+
+
+def materialise(batches: List) -> None:
+    for images, _ in batches:
+        images.numpy()
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    validation = data.load(args.dataset_name, "validation", args.batch_size, args.input_size)
+    train = data.load_epochs(args.dataset_name, args.batch_size, args.input_size, seed=0)
+    position = 0
+    materialise(train.probe(position, args.count))  # the stream as a run has it at its look (its updates' batches)
+    position += args.count
+    held, stream = [], []
+    for repeat in range(args.repeats):
+        start = time.perf_counter()
+        shuffled = validation.unbatch().shuffle(HELD_OUT_BUFFER, seed=repeat, reshuffle_each_iteration=False)
+        materialise(data.FixedEpochs(shuffled.batch(args.batch_size, drop_remainder=True)).probe(0, args.count))
+        held.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        materialise(train.probe(position, args.count))
+        position += args.count
+        stream.append((time.perf_counter() - start) * 1000)
+        print(f"repeat {repeat}: validation pipeline {held[-1]:.0f} ms, training probe stream {stream[-1]:.1f} ms")
+    print(f"median of {args.repeats}: validation pipeline {np.median(held):.0f} ms, training probe stream "
+          f"{np.median(stream):.1f} ms; first repeat (a run's only one) {held[0]:.0f} ms against {stream[0]:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
