@@ -1,13 +1,15 @@
-"""What do the held-out look's scored batches cost: the validation split's shuffled pipeline (the
-twelfth candidate's, schemes/heldout.py) against the training probe stream's next batches (the
-thirteenth's)? No training; the data only.
+"""What do the held-out look's scored batches cost: the validation split shuffled whole (the twelfth
+candidate's, schemes/heldout.py), shuffled in a buffer as large as the look scores (the
+fourteenth's), and the training probe stream's next batches (the thirteenth's)? No training; the
+data only.
 
     python -m bench.look_batches [--dataset_name embedded_shapes] [--count 3] [--repeats 5]
 
 Each repeat does what one run's look does: it builds the validation split's pipeline afresh
 (unbatched, shuffled with the run's seed, batched; a run builds it once) and takes `count` batches
-from it, then takes the next `count` batches of the training probe stream (built once, as a run's
-is, before its first probe). Prints each repeat and the medians, in milliseconds, and their ratio.
+from it, once with the whole split's buffer and once with `count` x batch size images, then takes
+the next `count` batches of the training probe stream (built once, as a run's is, before its first
+probe). Prints each repeat and the medians, in milliseconds.
 """
 from __future__ import annotations
 
@@ -47,19 +49,21 @@ def main(argv=None) -> int:
     position = 0
     materialise(train.probe(position, args.count))  # the stream as a run has it at its look (its updates' batches)
     position += args.count
-    held, stream = [], []
+    timings = {"whole split": [], "look-sized buffer": [], "training probe stream": []}
     for repeat in range(args.repeats):
-        start = time.perf_counter()
-        shuffled = validation.unbatch().shuffle(HELD_OUT_BUFFER, seed=repeat, reshuffle_each_iteration=False)
-        materialise(data.FixedEpochs(shuffled.batch(args.batch_size, drop_remainder=True)).probe(0, args.count))
-        held.append((time.perf_counter() - start) * 1000)
+        for name, buffer in (("whole split", HELD_OUT_BUFFER), ("look-sized buffer", args.count * args.batch_size)):
+            start = time.perf_counter()
+            shuffled = validation.unbatch().shuffle(buffer, seed=repeat, reshuffle_each_iteration=False)
+            materialise(data.FixedEpochs(shuffled.batch(args.batch_size, drop_remainder=True)).probe(0, args.count))
+            timings[name].append((time.perf_counter() - start) * 1000)
         start = time.perf_counter()
         materialise(train.probe(position, args.count))
         position += args.count
-        stream.append((time.perf_counter() - start) * 1000)
-        print(f"repeat {repeat}: validation pipeline {held[-1]:.0f} ms, training probe stream {stream[-1]:.1f} ms")
-    print(f"median of {args.repeats}: validation pipeline {np.median(held):.0f} ms, training probe stream "
-          f"{np.median(stream):.1f} ms; first repeat (a run's only one) {held[0]:.0f} ms against {stream[0]:.1f} ms")
+        timings["training probe stream"].append((time.perf_counter() - start) * 1000)
+        print(f"repeat {repeat}: " + ", ".join(f"{name} {times[-1]:.1f} ms" for name, times in timings.items()))
+    print(f"first repeat (a run's look builds its pipeline once): "
+          + ", ".join(f"{name} {times[0]:.1f} ms" for name, times in timings.items()))
+    print(f"median of {args.repeats}: " + ", ".join(f"{name} {np.median(times):.1f} ms" for name, times in timings.items()))
     return 0
 
 

@@ -83,11 +83,11 @@ DRAWS = {"parts_seed1": ("parts_mobilenetv2", "embedded_parts_seed1"),
          "parts_seed4": ("parts_mobilenetv2", "embedded_parts_seed4"),
          "shapes_seed2": ("mobilenetv2", "embedded_shapes_seed2")}
 # The candidate each judging draw judges (BENCHMARKS.md, "The selector's judgement"): the eleventh on
-# the first three (decided 2026-11-26, 21:56 UTC), the thirteenth on three new ones (2026-11-27, if it
-# stands on the design draws; the twelfth did not).
+# the first three (decided 2026-11-26, 21:56 UTC), the fourteenth on three new ones (2026-11-27, if it
+# stands on the design draws; the twelfth and the thirteenth did not).
 JUDGED = {"parts_seed1": "rotating_anchored_training", "parts_seed2": "rotating_anchored_training",
-          "shapes_seed1": "rotating_anchored_training", "parts_seed3": "lean_anchored_training",
-          "parts_seed4": "lean_anchored_training", "shapes_seed2": "lean_anchored_training"}
+          "shapes_seed1": "rotating_anchored_training", "parts_seed3": "frugal_anchored_training",
+          "parts_seed4": "frugal_anchored_training", "shapes_seed2": "frugal_anchored_training"}
 for _task, (_base, _dataset) in DRAWS.items():
     PROTOCOLS[f"{_task}_{PROTOCOLS[_base]['model_name']}"] = dict(PROTOCOLS[_base], dataset_name=_dataset)
 TASKS = TASKS + tuple(DRAWS)
@@ -323,7 +323,10 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      # the twelfth (the eleventh spending less than ElasticTrainer does), before any run of its own
                      ("thrifty_anchored_training", 0.533, "paper"), ("thrifty_anchored_training", 0.7, "exact"),
                      # the thirteenth (the twelfth, its look scored on training images), before any run of its own
-                     ("lean_anchored_training", 0.533, "paper"), ("lean_anchored_training", 0.7, "exact"))
+                     ("lean_anchored_training", 0.533, "paper"), ("lean_anchored_training", 0.7, "exact"),
+                     # the fourteenth (the twelfth, its look reading only the validation images it scores), before
+                     # any run of its own
+                     ("frugal_anchored_training", 0.533, "paper"), ("frugal_anchored_training", 0.7, "exact"))
 
 
 def compared_on(task: str, scheme: str) -> bool:

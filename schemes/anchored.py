@@ -413,3 +413,18 @@ class LeanAnchoredTraining(ThriftyAnchoredTraining):
 
     def scored_batches(self, count: Optional[int] = None) -> List:
         return self.probe_batches(count)
+
+
+class FrugalAnchoredTraining(ThriftyAnchoredTraining):
+    """The twelfth candidate, its look's validation images shuffled in a buffer as large as the
+    look scores (--probe_batches x selections x batch size), not the whole split (issue 34's
+    fourteenth candidate; docs/benchmarks/regime_and_depth.md, "A fourteenth candidate"): the
+    first scored batch no longer waits for every validation image to be read (0.3 s,
+    bench/look_batches.py). The thirteenth scored its look on training images instead, and its
+    look named the top stage on runs where the validation images named the middle or the stem."""
+
+    train_type = "frugal_anchored_training"
+
+    def held_out_buffer(self) -> int:
+        config = self.context.config
+        return config.probe_batches * self.periods * config.batch_size

@@ -36,10 +36,15 @@ class HeldOutElasticTraining(ElasticTraining):
         self._held_out = None
         if context.validation is not None:  # in an order of the run's seed, full batches only
             config = context.config
-            shuffled = context.validation.unbatch().shuffle(HELD_OUT_BUFFER, seed=config.seed,
+            shuffled = context.validation.unbatch().shuffle(self.held_out_buffer(), seed=config.seed,
                                                             reshuffle_each_iteration=False)
             self._held_out = data.FixedEpochs(shuffled.batch(config.batch_size, drop_remainder=True))
         self.held_out_position = 0  # batches of the validation split scored so far
+
+    def held_out_buffer(self) -> int:
+        """Validation images shuffled at once before the scored batches are cut: the whole split
+        (up to HELD_OUT_BUFFER), which the first scored batch waits for."""
+        return HELD_OUT_BUFFER
 
     def scored_batches(self, count: Optional[int] = None) -> List:
         """The batches the probe's updates are scored on, one per probe batch (`count`: how many,

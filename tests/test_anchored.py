@@ -11,9 +11,10 @@ import schemes
 import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
-from schemes.anchored import (KEEP_SHARE, SPEND_SHARE, RotatingAnchoredTraining, ThriftyAnchoredTraining, above_anchor, anchor_of, anchored_scores, fill_above,
-                              nearest_window, reach_from, stage_sums, still_spends, thrifty_ratio,
-                              weighted_median_ms)
+from schemes.anchored import (KEEP_SHARE, SPEND_SHARE, RotatingAnchoredTraining, ThriftyAnchoredTraining, above_anchor,
+                              anchor_of, anchored_scores, fill_above, nearest_window, reach_from, stage_sums,
+                              still_spends, thrifty_ratio, weighted_median_ms)
+from schemes.heldout import HELD_OUT_BUFFER
 from schemes.time_budget import StepTimeController
 from schemes.window import block_of_tensors
 from test_train import make_context, tiny_data, tiny_model
@@ -496,3 +497,22 @@ def test_the_thirteenths_look_scores_on_training_images_and_leaves_the_validatio
     lean, probed, held_out, count = looks["lean_anchored_training"]
     assert (probed, held_out) == (2 * count, 0)  # the thirteenth: both from the training probe stream
     assert lean.shape == look.shape and np.isfinite(lean).all() and not np.allclose(lean, look)
+
+
+def test_the_fourteenths_look_reads_only_the_validation_images_it_scores():
+    tf.keras.utils.set_random_seed(0)
+    context = looking_context(tiny_model(), "frugal_anchored_training", rho=0.7)
+    context.validation = tiny_data(batches=10, seed=7)  # 80 images
+    scheme = schemes.SCHEMES["frugal_anchored_training"](context)
+    config = context.config
+    count = config.probe_batches * scheme.periods
+    assert scheme.held_out_buffer() == count * config.batch_size == 3 * 8
+    twelfth = schemes.SCHEMES["thrifty_anchored_training"](looking_context(tiny_model(), "thrifty_anchored_training"))
+    assert twelfth.held_out_buffer() == HELD_OUT_BUFFER
+    look = scheme.importance()
+    assert (scheme.probe_position, scheme.held_out_position) == (count, count) and np.isfinite(look).all()
+    images = lambda batches: [image.tobytes() for batch, _ in batches for image in batch.numpy()]  # noqa: E731
+    split = images(context.validation)
+    scored = images(scheme._held_out.probe(0, count))
+    # a buffer of 24 images: the 24 scored ones come from the split's first 24 + 23 (the refills), in the run's order
+    assert len(set(scored)) == 24 and set(scored) <= set(split[:47]) and scored != split[:24]
