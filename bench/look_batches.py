@@ -5,11 +5,12 @@ data only.
 
     python -m bench.look_batches [--dataset_name embedded_shapes] [--count 3] [--repeats 5]
 
-Each repeat does what one run's look does: it builds the validation split's pipeline afresh
-(unbatched, shuffled with the run's seed, batched; a run builds it once) and takes `count` batches
-from it, once with the whole split's buffer and once with `count` x batch size images, then takes
-the next `count` batches of the training probe stream (built once, as a run's is, before its first
-probe). Prints each repeat and the medians, in milliseconds.
+Each repeat does what one run's look does, cold: it loads the validation split afresh (a new
+pipeline, so nothing of it is cached in memory yet), shuffles it with the run's seed and takes
+`count` batches, once with the whole split's buffer and once with `count` x batch size images (in
+alternating order, repeat by repeat), then takes the next `count` batches of the training probe
+stream (built once, as a run's is, before its first probe). Prints each repeat and the medians, in
+milliseconds.
 """
 from __future__ import annotations
 
@@ -44,15 +45,16 @@ def materialise(batches: List) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    validation = data.load(args.dataset_name, "validation", args.batch_size, args.input_size)
     train = data.load_epochs(args.dataset_name, args.batch_size, args.input_size, seed=0)
     position = 0
     materialise(train.probe(position, args.count))  # the stream as a run has it at its look (its updates' batches)
     position += args.count
     timings = {"whole split": [], "look-sized buffer": [], "training probe stream": []}
+    variants = [("whole split", HELD_OUT_BUFFER), ("look-sized buffer", args.count * args.batch_size)]
     for repeat in range(args.repeats):
-        for name, buffer in (("whole split", HELD_OUT_BUFFER), ("look-sized buffer", args.count * args.batch_size)):
+        for name, buffer in variants if repeat % 2 == 0 else variants[::-1]:
             start = time.perf_counter()
+            validation = data.load(args.dataset_name, "validation", args.batch_size, args.input_size)
             shuffled = validation.unbatch().shuffle(buffer, seed=repeat, reshuffle_each_iteration=False)
             materialise(data.FixedEpochs(shuffled.batch(args.batch_size, drop_remainder=True)).probe(0, args.count))
             timings[name].append((time.perf_counter() - start) * 1000)
@@ -61,8 +63,6 @@ def main(argv=None) -> int:
         position += args.count
         timings["training probe stream"].append((time.perf_counter() - start) * 1000)
         print(f"repeat {repeat}: " + ", ".join(f"{name} {times[-1]:.1f} ms" for name, times in timings.items()))
-    print(f"first repeat (a run's look builds its pipeline once): "
-          + ", ".join(f"{name} {times[0]:.1f} ms" for name, times in timings.items()))
     print(f"median of {args.repeats}: " + ", ".join(f"{name} {np.median(times):.1f} ms" for name, times in timings.items()))
     return 0
 

@@ -356,6 +356,12 @@ class ThriftyAnchoredTraining(RotatingAnchoredTraining):
 
     train_type = "thrifty_anchored_training"
 
+    @classmethod
+    def step_ratio_target(cls, config) -> float:
+        """SPEND_SHARE of rho in exact mode (unless that is below the smallest feasible ratio, which
+        only the profile knows); none in paper mode, as ElasticTrainer's."""
+        return SPEND_SHARE * config.rho if config.rho_mode == "exact" else float("nan")
+
     def __init__(self, context: Context):
         super().__init__(context)
         controller = self.controller  # NearestAnchoredTraining's: exact mode at the paper budget's ratio in paper mode

@@ -26,6 +26,8 @@ class StepTimeController:
     times today's full step.
     `recalibrate` swaps in live T_fp / T_full measurements instead.
     paper mode: the original's budget, (rho - 1/3) * 3/2 of the backward time, open loop.
+    `open_loop()` turns the correction off in exact mode too (a scheme that holds a step-time target
+    on the profile's predictions, as paper mode does: schemes/anchored.py's twelfth candidate).
     With `memory_budget_mb` (exact mode), selections also keep the predicted peak of TensorFlow's
     allocator during a step, what it holds when the selection is made plus the profile's memory
     model of the step (memory_model.py), within that many MB (selection_solver_DP.select_within_budgets).
@@ -193,7 +195,7 @@ class StepTimeController:
             return {}
         achieved, predicted = typical_ms(samples), self.predicted_ms(mask)
         ratio = achieved / predicted
-        if self.closed:  # the paper's budget is a share of the backward pass: open loop
+        if self.closed:  # exact mode (paper mode's budget is a share of the backward pass: open loop)
             self.correction = ratio if self.correction == 1.0 else 0.5 * (self.correction + ratio)
         if not 0.8 <= ratio <= 1.25 and not self._warned:
             self._warned = True

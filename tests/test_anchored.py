@@ -447,6 +447,9 @@ def test_the_twelfth_reads_the_machines_drift_once(monkeypatch):
     assert scheme._anchored()
     scheme.controller.set_drift(0.9)
     assert not scheme._anchored() and isinstance(scheme, ThriftyAnchoredTraining)
+    again = ThriftyAnchoredTraining(scheme.context)  # a resumed run does not read it again
+    again.load_state(scheme.state())
+    assert again.controller.drift_reads == 1 and again.controller.drift == 0.9 and not again._anchored()
 
 
 def four_block_model() -> tf.keras.Model:
@@ -481,8 +484,12 @@ def test_where_the_look_names_the_top_the_twelfth_spends_the_budget_below_it(rho
     assert controller.predicted_ms(eleventh.mask) < controller.predicted_ms(twelfth.mask) <= target_ms
     assert (twelfth.mask == (eleventh.mask | controller.static_top())).all() and (twelfth.whole == twelfth.mask).all()
     kept = twelfth.mask.copy()
-    twelfth.reselect(4)  # it spends the target now: kept, nothing new to compile
+    assert still_spends(controller.predicted_ms(kept), target_ms, KEEP_SHARE)  # so the keep rule holds it
+    twelfth.reselect(4)
     assert (twelfth.mask == kept).all()
+    config = twelfth.context.config
+    assert ThriftyAnchoredTraining.step_ratio_target(config) == (
+        pytest.approx(SPEND_SHARE * 0.95) if rho_mode == "exact" else pytest.approx(float("nan"), nan_ok=True))
 
 
 def test_the_thirteenths_look_scores_on_training_images_and_leaves_the_validation_split_alone():

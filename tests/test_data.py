@@ -197,9 +197,9 @@ def test_the_twelfth_candidates_judging_draws_are_new_classes():
     no earlier draw has."""
     parts = {seed: set(parts_render.target_species(seed)) for seed in range(5)}
     for new in (3, 4):
-        assert len(parts[new]) == 64 and all(parts[new] != parts[old] for old in range(5) if old != new)
+        assert len(parts[new]) == 64 and all(parts[new].isdisjoint(parts[old]) for old in range(5) if old != new)
     shapes = {seed: set(shapes_render.make_taxonomy(0, 20, 5, 8, 8, task_seed=seed)[1]) for seed in range(3)}
-    assert len(shapes[2]) == 64 and shapes[2] != shapes[0] and shapes[2] != shapes[1]
+    assert len(shapes[2]) == 64 and shapes[2].isdisjoint(shapes[0]) and shapes[2].isdisjoint(shapes[1])
     assert {"embedded_parts_seed3", "embedded_parts_seed4", "embedded_shapes_seed2"} <= set(data.DATASETS)
 
 

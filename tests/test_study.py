@@ -422,6 +422,14 @@ def test_depth_reading_uses_the_validation_selected_accuracy_when_every_run_has_
     assert "test acc % at val-best epoch" in text
 
 
+def test_look_batches_benchmark_parses_its_flags():
+    from bench import look_batches
+    args = look_batches.parse_args(["--dataset_name", "embedded_parts", "--count", "2", "--repeats", "3"])
+    assert (args.dataset_name, args.count, args.repeats, args.batch_size) == ("embedded_parts", 2, 3, 32)
+    with pytest.raises(SystemExit):
+        look_batches.parse_args(["--count", "0"])
+
+
 def test_drift_benchmark_scales_every_time_of_a_profile():
     from bench import drift as bench_drift
 
