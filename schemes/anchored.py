@@ -336,7 +336,7 @@ class RotatingAnchoredTraining(SteadyAnchoredTraining):
         self.period_steps = dict(state["period_steps"])
 
 
-SPEND_SHARE = 0.85  # the share of the step-time target the twelfth candidate spends (fixed 2026-11-27, 03:55 UTC)
+SPEND_SHARE = 0.85  # the share of the step-time target the twelfth candidate spends (fixed 2026-11-27, 03:36 UTC)
 
 
 class ThriftyAnchoredTraining(RotatingAnchoredTraining):
