@@ -327,7 +327,10 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("lean_anchored_training", 0.533, "paper"), ("lean_anchored_training", 0.7, "exact"),
                      # the fourteenth (the twelfth, its look reading only the validation images it scores), before
                      # any run of its own
-                     ("frugal_anchored_training", 0.533, "paper"), ("frugal_anchored_training", 0.7, "exact"))
+                     ("frugal_anchored_training", 0.533, "paper"), ("frugal_anchored_training", 0.7, "exact"),
+                     # the fifteenth (the fourteenth, its look one update on the probe batches' mean gradient
+                     # scored by the validation batches' mean gradient), before any run of its own
+                     ("pooled_anchored_training", 0.533, "paper"), ("pooled_anchored_training", 0.7, "exact"))
 
 
 def compared_on(task: str, scheme: str) -> bool:

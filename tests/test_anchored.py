@@ -523,3 +523,24 @@ def test_the_fourteenths_look_reads_only_the_validation_images_it_scores():
     scored = images(scheme._held_out.probe(0, count))
     # a buffer of 24 images: the 24 scored ones come from the split's first 24 + 23 (the refills), in the run's order
     assert len(set(scored)) == 24 and set(scored) <= set(split[:47]) and scored != split[:24]
+
+
+def test_the_fifteenths_look_pools_the_fourteenths_batches():
+    looks = {}
+    for train_type in ("frugal_anchored_training", "pooled_anchored_training"):
+        tf.keras.utils.set_random_seed(0)
+        scheme = schemes.SCHEMES[train_type](looking_context(tiny_model(), train_type, rho=0.7))
+        count = scheme.context.config.probe_batches * scheme.periods
+        batches = []
+        original = scheme.probe_batches
+        scheme.probe_batches = lambda n=None: batches.extend(original(n)) or batches[-(n or 1):]
+        looks[train_type] = (scheme.importance(), scheme, batches)
+        assert (scheme.probe_position, scheme.held_out_position) == (count, count)
+    paired, _, _ = looks["frugal_anchored_training"]
+    pooled, scheme, batches = looks["pooled_anchored_training"]
+    assert scheme.held_out_buffer() == count * scheme.context.config.batch_size  # the fourteenth's buffer
+    scored = scheme._held_out.probe(0, count)
+    np.testing.assert_allclose(pooled, scheme.probe.pooled_loss_change(batches, scored), rtol=1e-6, atol=1e-12)
+    assert not np.allclose(pooled, paired)
+    assert scheme.sums == pytest.approx(stage_sums(pooled, scheme.block_of, scheme.stages))
+    assert scheme.anchor == anchor_of(scheme.sums)

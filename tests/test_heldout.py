@@ -85,3 +85,49 @@ def test_without_a_validation_split_it_scores_on_the_next_training_probe_batch()
     assert np.array_equal(np.asarray(updates[0][0]), stream[0][0])
     assert np.array_equal(np.asarray(scored[0][0]), stream[1][0])
     assert scheme.probe_position == 2
+
+
+def test_a_pooled_update_of_one_batch_is_the_paired_one():
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    probe = schemes.ImportanceProbe(model, make_optimizer("sgd", 0.01, 0.0, 100).optimizer)
+    (a, b), (s, _) = _batches(tiny_data(batches=2, seed=1), 2), _batches(tiny_data(batches=2, seed=2), 2)
+    np.testing.assert_allclose(probe.pooled_loss_change([a], [s]), probe.loss_change([a], scored=[s]),
+                               rtol=1e-5, atol=1e-9)
+    # the same batch twice is that batch: means, not sums
+    np.testing.assert_allclose(probe.pooled_loss_change([a, a], [s, s]), probe.pooled_loss_change([a], [s]),
+                               rtol=1e-5, atol=1e-9)
+    assert not np.allclose(probe.pooled_loss_change([a, b], [s]), probe.loss_change([a, b], scored=[s, s]))
+
+
+def test_the_pooled_look_is_one_update_on_the_mean_gradient_scored_by_the_mean_gradient_after_it():
+    """-g_S(w1) . dw, dw = w1 - w0 the optimizer's step on the update batches' mean gradient and
+    g_S the scored batches' mean gradient; to first order the scored batches' mean loss drop."""
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    setup = make_optimizer("sgd", 1e-5, 0.0, 100)  # a small step: first order holds
+    updates, scored = _batches(tiny_data(batches=3, seed=1), 3), _batches(tiny_data(batches=2, seed=2), 2)
+    probe = schemes.ImportanceProbe(model, setup.optimizer)
+    before_weights = [w.numpy() for w in model.variables]
+    pooled = probe.pooled_loss_change(updates, scored)
+    for weight, value in zip(model.variables, before_weights):  # state restored
+        np.testing.assert_array_equal(weight.numpy(), value)
+    assert int(setup.optimizer.iterations.numpy()) == 0
+
+    def mean_loss(batches):
+        return np.mean([float(train_step.classification_loss(y, model(x, training=True))) for x, y in batches])
+
+    def mean_gradients(batches):
+        total = []
+        for x, y in batches:
+            with tf.GradientTape() as tape:
+                loss = train_step.classification_loss(y, model(x, training=True))
+            total.append([g.numpy() for g in tape.gradient(loss, model.trainable_weights)])
+        return [np.mean(parts, axis=0) for parts in zip(*total)]
+
+    before = mean_loss(scored)
+    with train_step.preserved_state(model, setup.optimizer):
+        setup.optimizer.apply_gradients(zip([tf.constant(g) for g in mean_gradients(updates)], model.trainable_weights))
+        after = mean_loss(scored)
+    assert before - after > 0
+    assert pooled.sum() == pytest.approx(before - after, rel=0.05)
