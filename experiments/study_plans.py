@@ -84,8 +84,8 @@ DRAWS = {"parts_seed1": ("parts_mobilenetv2", "embedded_parts_seed1"),
          "shapes_seed2": ("mobilenetv2", "embedded_shapes_seed2")}
 # The candidate each judging draw judges (BENCHMARKS.md, "The selector's judgement"): the eleventh on
 # the first three (decided 2026-11-26, 21:56 UTC). The three new ones name the fourteenth, written before
-# its design reading; it did not stand there (nor did the twelfth or the thirteenth), so nothing has run on
-# them: the candidate that stands is named here before their runs.
+# its design reading; it did not stand there (nor did the twelfth, the thirteenth or the fifteenth), so
+# nothing has run on them: the candidate that stands is named here before their runs.
 JUDGED = {"parts_seed1": "rotating_anchored_training", "parts_seed2": "rotating_anchored_training",
           "shapes_seed1": "rotating_anchored_training", "parts_seed3": "frugal_anchored_training",
           "parts_seed4": "frugal_anchored_training", "shapes_seed2": "frugal_anchored_training"}

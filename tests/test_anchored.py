@@ -544,3 +544,16 @@ def test_the_fifteenths_look_pools_the_fourteenths_batches():
     assert not np.allclose(pooled, paired)
     assert scheme.sums == pytest.approx(stage_sums(pooled, scheme.block_of, scheme.stages))
     assert scheme.anchor == anchor_of(scheme.sums)
+
+
+def test_the_look_measurement_builds_the_studys_run_of_the_fourteenth(tmp_path):
+    import main as cli
+    from experiments import look_reliability
+    from experiments.study_plans import plan_protocol
+    for task, key in look_reliability.TASKS.items():
+        config = cli.resolve_config(cli.parse_args(look_reliability.run_flags(task, 4, str(tmp_path))))
+        protocol = plan_protocol(key, "frontier")
+        assert (config.dataset_name, config.weights, config.learning_rate) == (
+            protocol["dataset_name"], protocol["weights"], protocol["learning_rate"])
+        assert (config.train_type, config.rho, config.rho_mode, config.seed) == ("frugal_anchored_training", 0.7, "exact", 4)
+        assert (config.validation, config.num_epochs, config.interval, config.probe_batches) == ("fresh", 12, 4, 1)
