@@ -448,7 +448,7 @@ class PooledAnchoredTraining(FrugalAnchoredTraining):
     update per batch each scored on one validation batch. The fourteenth's look named the wrong
     stage on two design seeds of five on embedded_parts; made without training on ten run seeds
     of each design draw, the paired look named the stage where the stage-alone runs gain on 14 of
-    20, the pooled one on 19 (experiments/look_reliability.py), in about two thirds of the time."""
+    20, the pooled one on 19 (experiments/look_reliability.py), in 0.46 s against 0.57."""
 
     train_type = "pooled_anchored_training"
 

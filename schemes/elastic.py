@@ -100,9 +100,12 @@ class ImportanceProbe:
         so the product of two single-batch noises never averages out; here both sides are means
         first (issue 34's fifteenth candidate: on the design draws, 3 + 3 batches named the stage
         the stage-alone runs gain most in on 19 run seeds of 20, paired ones on 14). State restored
-        after; the same gradient calls as loss_change on as many pairs."""
+        after (one save, where loss_change saves once a pair); the same gradient calls as
+        loss_change on as many pairs."""
         weights = self.model.trainable_weights
         self.calls_ms = []
+        if not batches or not scored:  # nothing to update on or to score with: no change, as loss_change
+            return np.zeros(len(weights))
 
         def mean_gradients(batch_list: Sequence) -> List[np.ndarray]:
             total = None
@@ -118,6 +121,7 @@ class ImportanceProbe:
                                            experimental_aggregate_gradients=False)
             deltas = [w.numpy() - s for w, s in zip(weights, start)]
             after = mean_gradients(scored)
+        self.last_batch = batches[-1]  # as loss_change leaves it: a training batch (the drift read times steps on it)
         return -np.array([float(np.sum(g * d)) for g, d in zip(after, deltas)])
 
     def gradient_magnitude(self, batches: Sequence) -> np.ndarray:

@@ -557,3 +557,22 @@ def test_the_look_measurement_builds_the_studys_run_of_the_fourteenth(tmp_path):
             protocol["dataset_name"], protocol["weights"], protocol["learning_rate"])
         assert (config.train_type, config.rho, config.rho_mode, config.seed) == ("frugal_anchored_training", 0.7, "exact", 4)
         assert (config.validation, config.num_epochs, config.interval, config.probe_batches) == ("fresh", 12, 4, 1)
+
+
+def test_the_selection_record_reads_each_selections_scalars_from_the_event_logs(tmp_path):
+    import json
+    from experiments import selection_record
+    run = tmp_path / "pooled_anchored_training_rho0.7_exact_s0"
+    writer = tf.summary.create_file_writer(str(run))
+    with writer.as_default():
+        for step, (first, share) in enumerate([(7, 0.0), (7, 0.3)]):
+            tf.summary.scalar("anchor/first_block", first, step=100 * step)
+            tf.summary.scalar("rotation/reach_share", share, step=100 * step)
+    writer.close()
+    output = tmp_path / "selections.json"
+    assert selection_record.main([str(run), "--output", str(output)]) == 0
+    record = json.loads(output.read_text())[run.name]
+    assert record["anchor/first_block"] == [[0, 7.0], [100, 7.0]]
+    assert [step for step, _ in record["rotation/reach_share"]] == [0, 100]
+    assert [share for _, share in record["rotation/reach_share"]] == pytest.approx([0.0, 0.3])
+    assert "elastic/drift" not in record

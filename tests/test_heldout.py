@@ -98,6 +98,9 @@ def test_a_pooled_update_of_one_batch_is_the_paired_one():
     np.testing.assert_allclose(probe.pooled_loss_change([a, a], [s, s]), probe.pooled_loss_change([a], [s]),
                                rtol=1e-5, atol=1e-9)
     assert not np.allclose(probe.pooled_loss_change([a, b], [s]), probe.loss_change([a, b], scored=[s, s]))
+    probe.pooled_loss_change([a, b], [s])
+    assert probe.last_batch is b  # as loss_change leaves it: the last update batch, not a scored one
+    np.testing.assert_array_equal(probe.pooled_loss_change([], [s]), np.zeros(len(model.trainable_weights)))
 
 
 def test_the_pooled_look_is_one_update_on_the_mean_gradient_scored_by_the_mean_gradient_after_it():

@@ -1,0 +1,47 @@
+"""What a run's selections were, from its TensorBoard events: each selection's anchor, rotation
+shares, selected fraction, predicted step ratio and drift read, as a small JSON file to commit
+beside the run summaries (the event logs themselves stay out of git).
+
+    python -m experiments.selection_record LOGDIR/RUN [LOGDIR/RUN ...] --output FILE.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Dict, List
+
+from utils import atomic_write_json
+
+TAGS = ("anchor/first_block", "anchor/stop_block", "rotation/on", "rotation/whole_share", "rotation/reach_share",
+        "rotation/head_share", "elastic/selected_fraction", "elastic/predicted_rho", "elastic/correction",
+        "elastic/drift_measured", "elastic/drift")
+
+
+def selections(run_dir: str) -> Dict[str, List]:
+    """Each recorded tag's (step, value) pairs, in step order."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(run_dir, size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    found = {}
+    for tag in TAGS:
+        if tag in events.Tags().get("scalars", []):
+            found[tag] = [[e.step, float(e.value)] for e in events.Scalars(tag)]
+        elif tag in events.Tags().get("tensors", []):
+            found[tag] = [[e.step, float(tf.make_ndarray(e.tensor_proto))] for e in events.Tensors(tag)]
+    return found
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="run folders (a run's TensorBoard logs)")
+    parser.add_argument("--output", required=True, help="the JSON file to write (atomically)")
+    args = parser.parse_args(argv)
+    atomic_write_json(args.output, {os.path.basename(os.path.normpath(run)): selections(run) for run in args.runs})
+    print(f"wrote {args.output} ({len(args.runs)} runs)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
