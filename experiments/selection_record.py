@@ -1,6 +1,7 @@
 """What a run's selections were, from its TensorBoard events: each selection's anchor, rotation
 shares, selected fraction, predicted step ratio and drift read, as a small JSON file to commit
-beside the run summaries (the event logs themselves stay out of git).
+next to the run summaries, in a folder of its own (the study tables read every JSON file of a
+summaries folder as a run summary); the event logs themselves stay out of git.
 
     python -m experiments.selection_record LOGDIR/RUN [LOGDIR/RUN ...] --output FILE.json
 """
