@@ -110,7 +110,6 @@ class ImportanceProbe:
         def mean_gradients(batch_list: Sequence) -> List[np.ndarray]:
             total = None
             for images, labels in batch_list:
-                self.last_batch = (images, labels)
                 gradients = [g.numpy() for g in self._gradients(images, labels)]
                 total = gradients if total is None else [t + g for t, g in zip(total, gradients)]
             return [t / len(batch_list) for t in total]

@@ -492,12 +492,18 @@ def test_where_the_look_names_the_top_the_twelfth_spends_the_budget_below_it(rho
         pytest.approx(SPEND_SHARE * 0.95) if rho_mode == "exact" else pytest.approx(float("nan"), nan_ok=True))
 
 
+def seeded_looking_scheme(train_type: str):
+    """A scheme of `train_type` on a fresh tiny model (seed 0) in a looking context at rho 0.7, and
+    how many batches its look takes (--probe_batches x selections)."""
+    tf.keras.utils.set_random_seed(0)
+    scheme = schemes.SCHEMES[train_type](looking_context(tiny_model(), train_type, rho=0.7))
+    return scheme, scheme.context.config.probe_batches * scheme.periods
+
+
 def test_the_thirteenths_look_scores_on_training_images_and_leaves_the_validation_split_alone():
     looks = {}
     for train_type in ("thrifty_anchored_training", "lean_anchored_training"):
-        tf.keras.utils.set_random_seed(0)
-        scheme = schemes.SCHEMES[train_type](looking_context(tiny_model(), train_type, rho=0.7))
-        count = scheme.context.config.probe_batches * scheme.periods
+        scheme, count = seeded_looking_scheme(train_type)
         looks[train_type] = (scheme.importance(), scheme.probe_position, scheme.held_out_position, count)
     look, probed, held_out, count = looks["thrifty_anchored_training"]
     assert (probed, held_out) == (count, count)  # the twelfth: updates on training batches, scored on validation ones
@@ -528,12 +534,15 @@ def test_the_fourteenths_look_reads_only_the_validation_images_it_scores():
 def test_the_fifteenths_look_pools_the_fourteenths_batches():
     looks = {}
     for train_type in ("frugal_anchored_training", "pooled_anchored_training"):
-        tf.keras.utils.set_random_seed(0)
-        scheme = schemes.SCHEMES[train_type](looking_context(tiny_model(), train_type, rho=0.7))
-        count = scheme.context.config.probe_batches * scheme.periods
-        batches = []
+        scheme, count = seeded_looking_scheme(train_type)
+        batches = []  # the probe batches the look takes
         original = scheme.probe_batches
-        scheme.probe_batches = lambda n=None: batches.extend(original(n)) or batches[-(n or 1):]
+
+        def recording(n=None, original=original, batches=batches):
+            taken = original(n)
+            batches.extend(taken)
+            return taken
+        scheme.probe_batches = recording
         looks[train_type] = (scheme.importance(), scheme, batches)
         assert (scheme.probe_position, scheme.held_out_position) == (count, count)
     paired, _, _ = looks["frugal_anchored_training"]
