@@ -57,19 +57,23 @@ def run_to_its_checkpoint(command: Sequence[str], log) -> Tuple[int, bool]:
     passed on to main.py once (it finishes its step and writes a checkpoint; the same signal sent
     to both by a scheduler counts once there), and this process waits for that instead of dying
     and leaving main.py to be killed mid-write when the task ends."""
-    process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    stopped = []
+    stopped, started = [], []  # the handler is in place before main.py starts: no SIGTERM falls between
 
     def stop(number, frame):
         if not stopped:
             stopped.append(number)
-            process.send_signal(signal.SIGTERM)
+            if started:
+                started[0].send_signal(signal.SIGTERM)
 
     try:
         previous = signal.signal(signal.SIGTERM, stop)
     except ValueError:  # not the main thread: signals stay as they are
         previous = None
     try:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        started.append(process)
+        if stopped:  # told to stop while main.py was starting: pass it on now
+            process.send_signal(signal.SIGTERM)
         code = process.wait()
     finally:
         if previous is not None:
