@@ -330,7 +330,10 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("frugal_anchored_training", 0.533, "paper"), ("frugal_anchored_training", 0.7, "exact"),
                      # the fifteenth (the fourteenth, its look one update on the probe batches' mean gradient
                      # scored by the validation batches' mean gradient), before any run of its own
-                     ("pooled_anchored_training", 0.533, "paper"), ("pooled_anchored_training", 0.7, "exact"))
+                     ("pooled_anchored_training", 0.533, "paper"), ("pooled_anchored_training", 0.7, "exact"),
+                     # the sixteenth (the fifteenth, rotating wherever its selection cannot hold the whole named
+                     # stage, at 0.90 of the target), before any run of its own
+                     ("whole_stage_anchored_training", 0.533, "paper"), ("whole_stage_anchored_training", 0.7, "exact"))
 
 
 def compared_on(task: str, scheme: str) -> bool:

@@ -11,7 +11,7 @@ import schemes
 import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
-from schemes.anchored import (KEEP_SHARE, SPEND_SHARE, RotatingAnchoredTraining, ThriftyAnchoredTraining, above_anchor,
+from schemes.anchored import (KEEP_SHARE, SPEND_SHARE, WHOLE_STAGE_SHARE, RotatingAnchoredTraining, ThriftyAnchoredTraining, above_anchor,
                               anchor_of, anchored_scores, fill_above, nearest_window, reach_from, stage_sums,
                               still_spends, thrifty_ratio, weighted_median_ms)
 from schemes.heldout import HELD_OUT_BUFFER
@@ -490,6 +490,36 @@ def test_where_the_look_names_the_top_the_twelfth_spends_the_budget_below_it(rho
     config = twelfth.context.config
     assert ThriftyAnchoredTraining.step_ratio_target(config) == (
         pytest.approx(SPEND_SHARE * 0.95) if rho_mode == "exact" else pytest.approx(float("nan"), nan_ok=True))
+
+
+def _first_stage_named(train_type: str, rho: float, rho_mode: str):
+    """A scheme of `train_type` on the four-block model whose look names its first stage (blocks 0-1),
+    after its first selection, and that stage's tensors."""
+    tf.keras.utils.set_random_seed(0)
+    scheme = schemes.SCHEMES[train_type](looking_context(four_block_model(), train_type, rho=rho, rho_mode=rho_mode))
+    scheme._set_look((scheme.block_of == 0).astype(float))
+    return scheme, scheme.reselect(0), (scheme.block_of >= 0) & (scheme.block_of < 2)
+
+
+@pytest.mark.parametrize("rho_mode", ["exact", "paper"])
+def test_the_sixteenth_rotates_wherever_its_selection_would_hold_only_part_of_the_named_stage(rho_mode):
+    fifteenth, info, in_anchor = _first_stage_named("pooled_anchored_training", 0.8, rho_mode)
+    assert info["rotation/on"] == 0.0 and 0 < fifteenth.mask[in_anchor].sum() < in_anchor.sum()  # part of it, every step
+    sixteenth, info, _ = _first_stage_named("whole_stage_anchored_training", 0.8, rho_mode)
+    assert info["rotation/on"] == 1.0 and (sixteenth.mask == reach_from(sixteenth.block_of, 0)).all()
+    controller = sixteenth.controller
+    assert controller.target_ms == pytest.approx(WHOLE_STAGE_SHARE / SPEND_SHARE * fifteenth.controller.target_ms)
+    assert controller.predicted_ms(sixteenth._head) < controller.target_ms < controller.predicted_ms(sixteenth.reach)
+    kinds = []
+    for step in range(20):
+        mask = sixteenth.step_mask(step)
+        kinds.append("reach" if (mask == sixteenth.reach).all() else "head" if (mask == sixteenth._head).all() else "?")
+        sixteenth.observe_step(controller.predicted_ms(mask))
+    assert set(kinds) == {"reach", "head"}  # the whole stage on a share of the steps, the classifier on the rest
+    assert schemes.SCHEMES["whole_stage_anchored_training"].step_ratio_target(sixteenth.context.config) == (
+        pytest.approx(WHOLE_STAGE_SHARE * 0.8) if rho_mode == "exact" else pytest.approx(float("nan"), nan_ok=True))
+    held, info, _ = _first_stage_named("whole_stage_anchored_training", 0.95, rho_mode)
+    assert info["rotation/on"] == 0.0 and held.mask[in_anchor].all()  # the whole stage fits: every step
 
 
 def seeded_looking_scheme(train_type: str):
