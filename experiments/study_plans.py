@@ -333,7 +333,9 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
                      ("pooled_anchored_training", 0.533, "paper"), ("pooled_anchored_training", 0.7, "exact"),
                      # the sixteenth (the fifteenth, rotating wherever its selection cannot hold the whole named
                      # stage, at 0.90 of the target), before any run of its own
-                     ("whole_stage_anchored_training", 0.533, "paper"), ("whole_stage_anchored_training", 0.7, "exact"))
+                     ("whole_stage_anchored_training", 0.533, "paper"), ("whole_stage_anchored_training", 0.7, "exact"),
+                     # the seventeenth (the sixteenth, its exact mode open loop at 0.85 of rho), before any run of its own
+                     ("open_loop_anchored_training", 0.533, "paper"), ("open_loop_anchored_training", 0.7, "exact"))
 
 
 def compared_on(task: str, scheme: str) -> bool:

@@ -11,7 +11,7 @@ import schemes
 import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
-from schemes.anchored import (KEEP_SHARE, SPEND_SHARE, WHOLE_STAGE_SHARE, RotatingAnchoredTraining, ThriftyAnchoredTraining, above_anchor,
+from schemes.anchored import (KEEP_SHARE, OPEN_EXACT_SHARE, SPEND_SHARE, WHOLE_STAGE_SHARE, RotatingAnchoredTraining, ThriftyAnchoredTraining, above_anchor,
                               anchor_of, anchored_scores, fill_above, nearest_window, reach_from, stage_sums,
                               still_spends, thrifty_ratio, weighted_median_ms)
 from schemes.heldout import HELD_OUT_BUFFER
@@ -520,6 +520,25 @@ def test_the_sixteenth_rotates_wherever_its_selection_would_hold_only_part_of_th
         pytest.approx(WHOLE_STAGE_SHARE * 0.8) if rho_mode == "exact" else pytest.approx(float("nan"), nan_ok=True))
     held, info, _ = _first_stage_named("whole_stage_anchored_training", 0.95, rho_mode)
     assert info["rotation/on"] == 0.0 and held.mask[in_anchor].all()  # the whole stage fits: every step
+
+
+@pytest.mark.parametrize("rho_mode", ["exact", "paper"])
+def test_the_seventeenth_is_the_sixteenth_in_paper_mode_and_open_loop_at_its_own_share_in_exact_mode(rho_mode):
+    sixteenth, _, _ = _first_stage_named("whole_stage_anchored_training", 0.8, rho_mode)
+    seventeenth, info, _ = _first_stage_named("open_loop_anchored_training", 0.8, rho_mode)
+    share = OPEN_EXACT_SHARE / WHOLE_STAGE_SHARE if rho_mode == "exact" else 1.0
+    assert seventeenth.controller.target_ms == pytest.approx(share * sixteenth.controller.target_ms)
+    assert not seventeenth.controller.closed and sixteenth.controller.closed == (rho_mode == "exact")
+    if rho_mode == "paper":  # the same selection, the same rotation
+        assert (seventeenth.mask == sixteenth.mask).all() and info["rotation/on"] == 1.0
+    controller, budget = seventeenth.controller, seventeenth.controller.budget_ms()
+    for step in range(40):  # steps run twice as slow as predicted: nothing moves
+        seventeenth.observe_step(2 * controller.predicted_ms(seventeenth.step_mask(step)))
+    assert not seventeenth._anchored()
+    seventeenth.reselect(4)
+    assert controller.budget_ms() == budget and controller.correction == 1.0 and controller.drift_reads == 0
+    assert schemes.SCHEMES["open_loop_anchored_training"].step_ratio_target(seventeenth.context.config) == (
+        pytest.approx(OPEN_EXACT_SHARE * 0.8) if rho_mode == "exact" else pytest.approx(float("nan"), nan_ok=True))
 
 
 def seeded_looking_scheme(train_type: str):

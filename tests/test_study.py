@@ -576,8 +576,8 @@ def test_the_frontier_plan_covers_its_family_and_tiles_the_stages(protocol):
                                                                for r in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)]
     ranges = [run.block_range for run in runs if run.block_range]
     assert ranges == ["0:4", "4:7", "7:11", "11:14", "14:19", "0:7", "4:11", "7:14", "11:19"]
-    assert "elastic_training_rho0.533_paper" in names and len(runs) == 54
-    assert names[-33:-27] == ["elastic_heldout_training_rho0.533_paper", "elastic_heldout_training_rho0.7_exact",
+    assert "elastic_training_rho0.533_paper" in names and len(runs) == 56
+    assert names[-35:-29] == ["elastic_heldout_training_rho0.533_paper", "elastic_heldout_training_rho0.7_exact",
                           "elastic_window_training_rho0.533_paper", "elastic_window_training_rho0.7_exact",
                           "elastic_heldout_window_training_rho0.533_paper", "elastic_heldout_window_training_rho0.7_exact"]
     # a judging draw runs the family, ElasticTrainer and the candidate it judges, no other
@@ -696,7 +696,9 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
                "frugal_anchored_training_rho0.533_paper": (0.50, 0.66), "frugal_anchored_training_rho0.7_exact": (0.70, 0.70),
                "pooled_anchored_training_rho0.533_paper": (0.50, 0.66), "pooled_anchored_training_rho0.7_exact": (0.70, 0.70),
                "whole_stage_anchored_training_rho0.533_paper": (0.50, 0.66),
-               "whole_stage_anchored_training_rho0.7_exact": (0.70, 0.70)}
+               "whole_stage_anchored_training_rho0.7_exact": (0.70, 0.70),
+               "open_loop_anchored_training_rho0.533_paper": (0.50, 0.66),
+               "open_loop_anchored_training_rho0.7_exact": (0.70, 0.70)}
     configs = sorted({run.config_name for run in study_plans.plan_runs("frontier", "parts_mobilenetv2", [0])})
     runs = study_plans.plan_runs("frontier", "parts_mobilenetv2", [3, 4])
     with pytest.raises(UserError, match="--decisive goes with the frontier plan"):
@@ -707,7 +709,7 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
     with pytest.raises(UserError, match=r"needs the frontier plan's results first.*share: \[0, 1\]"):  # seed 2 missing
         study.decisive_runs("frontier", runs, str(tmp_path))
     write("full_training", 2, 1.0, 0.5, 0.7)
-    with pytest.raises(UserError, match=r"53 configs lack some of seeds \[0, 1, 2\], e.g. adapted_anchored_training_rho0.533_paper"):
+    with pytest.raises(UserError, match=r"55 configs lack some of seeds \[0, 1, 2\], e.g. adapted_anchored_training_rho0.533_paper"):
         study.decisive_runs("frontier", runs, str(tmp_path))
     for config in configs:
         write(config, 2, *special.get(config, (0.9, 0.5)), 0.7)
