@@ -83,12 +83,13 @@ DRAWS = {"parts_seed1": ("parts_mobilenetv2", "embedded_parts_seed1"),
          "parts_seed4": ("parts_mobilenetv2", "embedded_parts_seed4"),
          "shapes_seed2": ("mobilenetv2", "embedded_shapes_seed2")}
 # The candidate each judging draw judges (BENCHMARKS.md, "The selector's judgement"): the eleventh on
-# the first three (decided 2026-11-26, 21:56 UTC). The three new ones name the fourteenth, written before
-# its design reading; it did not stand there (nor did the twelfth, the thirteenth or the fifteenth), so
-# nothing has run on them: the candidate that stands is named here before their runs.
+# the first three (decided 2026-11-26, 21:56 UTC). The three new ones named the fourteenth before its
+# design reading; it did not stand (nor did the twelfth, thirteenth, fifteenth or sixteenth), and no
+# run was made there. The seventeenth stood on the design draws in all four cells (read 2026-11-27,
+# 10:30 UTC) and is named here before any run on them.
 JUDGED = {"parts_seed1": "rotating_anchored_training", "parts_seed2": "rotating_anchored_training",
-          "shapes_seed1": "rotating_anchored_training", "parts_seed3": "frugal_anchored_training",
-          "parts_seed4": "frugal_anchored_training", "shapes_seed2": "frugal_anchored_training"}
+          "shapes_seed1": "rotating_anchored_training", "parts_seed3": "open_loop_anchored_training",
+          "parts_seed4": "open_loop_anchored_training", "shapes_seed2": "open_loop_anchored_training"}
 for _task, (_base, _dataset) in DRAWS.items():
     PROTOCOLS[f"{_task}_{PROTOCOLS[_base]['model_name']}"] = dict(PROTOCOLS[_base], dataset_name=_dataset)
 TASKS = TASKS + tuple(DRAWS)

@@ -581,7 +581,7 @@ def test_the_frontier_plan_covers_its_family_and_tiles_the_stages(protocol):
                           "elastic_window_training_rho0.533_paper", "elastic_window_training_rho0.7_exact",
                           "elastic_heldout_window_training_rho0.533_paper", "elastic_heldout_window_training_rho0.7_exact"]
     # a judging draw runs the family, ElasticTrainer and the candidate it judges, no other
-    for draw, candidate in (("parts_seed1", "rotating_anchored_training"), ("parts_seed3", "frugal_anchored_training")):
+    for draw, candidate in (("parts_seed1", "rotating_anchored_training"), ("parts_seed3", "open_loop_anchored_training")):
         judged = [run.config_name for run in study_plans.plan_runs("frontier", f"{draw}_mobilenetv2", [0])]
         compared = ("elastic_training_", f"{candidate}_")
         assert judged == [name for name in names if not name.endswith(("_paper", "_exact")) or
