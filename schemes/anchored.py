@@ -497,9 +497,9 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
     seventeenth candidate; docs/benchmarks/regime_and_depth.md, "A seventeenth candidate"): its
     selections and its rotation are held at OPEN_EXACT_SHARE of rho times the profile's full step,
     on predicted times, with no drift read and no correction from measured steps. Its steps are
-    whole blocks from a stage up (or the classifier alone), whose predicted times scale with the
-    machine's speed as a full step's does, so rho of the profile's full step in predicted time is
-    rho of today's full step in measured time. The drift read (two timed calls) read 0.76-1.12 on the
+    whole blocks from a stage up (and single cheap tensors above them) or the classifier alone,
+    whose predicted times scale with the machine's speed as a full step's does, so rho of the
+    profile's full step in predicted time is rho of today's full step in measured time. The drift read (two timed calls) read 0.76-1.12 on the
     sixteenth's ten exact runs, on two parts runs 8-12 % below what the period's own steps measured
     against their prediction: enough to push the window off the named stage. Paper mode is the
     sixteenth's, unchanged (0.90 of the paper budget's predicted step). In exact mode ElasticTrainer's

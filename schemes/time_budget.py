@@ -204,7 +204,7 @@ class StepTimeController:
                             "or train with --recalibrate 1", abs(ratio - 1) * 100,
                             "slower" if ratio > 1 else "faster",
                             "The budget is corrected" if self.closed
-                            else "Paper mode keeps the original's open-loop budget")
+                            else "The budget stays open loop (paper mode's, or a scheme's that holds it on predicted times)")
         return {"elastic/target_vs_achieved": achieved / self.target_ms,
                 "elastic/achieved_step_ms": achieved, "elastic/predicted_step_ms": predicted}
 

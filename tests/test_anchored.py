@@ -492,12 +492,18 @@ def test_where_the_look_names_the_top_the_twelfth_spends_the_budget_below_it(rho
         pytest.approx(SPEND_SHARE * 0.95) if rho_mode == "exact" else pytest.approx(float("nan"), nan_ok=True))
 
 
-def _first_stage_named(train_type: str, rho: float, rho_mode: str):
+def _first_stage_named(train_type: str, rho: float, rho_mode: str, timed_drift: bool = False):
     """A scheme of `train_type` on the four-block model whose look names its first stage (blocks 0-1),
-    after its first selection, and that stage's tensors."""
+    after its first selection, and that stage's tensors. `timed_drift`: the profile timed the probe's
+    pass and the look left a probed batch, so a scheme that reads the drift can."""
     tf.keras.utils.set_random_seed(0)
-    scheme = schemes.SCHEMES[train_type](looking_context(four_block_model(), train_type, rho=rho, rho_mode=rho_mode))
+    context = looking_context(four_block_model(), train_type, rho=rho, rho_mode=rho_mode)
+    if timed_drift:
+        context.profile["T_grad_ms"] = 20.0
+    scheme = schemes.SCHEMES[train_type](context)
     scheme._set_look((scheme.block_of == 0).astype(float))
+    if timed_drift:
+        scheme.probe.last_batch = scheme.probe_batches(1)[0]
     return scheme, scheme.reselect(0), (scheme.block_of >= 0) & (scheme.block_of < 2)
 
 
@@ -524,18 +530,19 @@ def test_the_sixteenth_rotates_wherever_its_selection_would_hold_only_part_of_th
 
 @pytest.mark.parametrize("rho_mode", ["exact", "paper"])
 def test_the_seventeenth_is_the_sixteenth_in_paper_mode_and_open_loop_at_its_own_share_in_exact_mode(rho_mode):
-    sixteenth, _, _ = _first_stage_named("whole_stage_anchored_training", 0.8, rho_mode)
-    seventeenth, info, _ = _first_stage_named("open_loop_anchored_training", 0.8, rho_mode)
+    sixteenth, _, _ = _first_stage_named("whole_stage_anchored_training", 0.8, rho_mode, timed_drift=True)
+    seventeenth, info, _ = _first_stage_named("open_loop_anchored_training", 0.8, rho_mode, timed_drift=True)
     share = OPEN_EXACT_SHARE / WHOLE_STAGE_SHARE if rho_mode == "exact" else 1.0
     assert seventeenth.controller.target_ms == pytest.approx(share * sixteenth.controller.target_ms)
     assert not seventeenth.controller.closed and sixteenth.controller.closed == (rho_mode == "exact")
     if rho_mode == "paper":  # the same selection, the same rotation
         assert (seventeenth.mask == sixteenth.mask).all() and info["rotation/on"] == 1.0
     controller, budget = seventeenth.controller, seventeenth.controller.budget_ms()
-    for step in range(40):  # steps run twice as slow as predicted: nothing moves
-        seventeenth.observe_step(2 * controller.predicted_ms(seventeenth.step_mask(step)))
-    assert not seventeenth._anchored()
-    seventeenth.reselect(4)
+    for scheme in (sixteenth, seventeenth):  # steps run twice as slow as predicted
+        for step in range(40):
+            scheme.observe_step(2 * scheme.controller.predicted_ms(scheme.step_mask(step)))
+    assert ("elastic/drift" in sixteenth.reselect(4)) == (rho_mode == "exact")  # the sixteenth times the drift
+    assert "elastic/drift" not in seventeenth.reselect(4)  # the seventeenth never does, and nothing moves
     assert controller.budget_ms() == budget and controller.correction == 1.0 and controller.drift_reads == 0
     assert schemes.SCHEMES["open_loop_anchored_training"].step_ratio_target(seventeenth.context.config) == (
         pytest.approx(OPEN_EXACT_SHARE * 0.8) if rho_mode == "exact" else pytest.approx(float("nan"), nan_ok=True))
