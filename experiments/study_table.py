@@ -40,6 +40,9 @@ def load_results(directory: str) -> Dict[str, List[Dict]]:
     for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
         with open(path) as handle:
             summary = json.load(handle)
+        if not isinstance(summary, dict) or "run_name" not in summary:
+            raise UserError(f"{path} is not a run summary (it has no run_name), and every *.json in {directory} "
+                            "is read as one: move it to a folder of its own")
         groups.setdefault(config_name(summary["run_name"]), []).append(summary)
     for runs in groups.values():
         runs.sort(key=lambda summary: summary.get("seed", 0))

@@ -291,6 +291,10 @@ def test_table_without_results_or_reference_is_a_clear_error(tmp_path):
                "--model_name", "mobilenetv2"]
     empty = study_table.load_results(str(tmp_path))
     assert empty == {}
+    (tmp_path / "selections.json").write_text(json.dumps({"run_s0": {"anchor/first_block": [[0, 7.0]]}}))
+    with pytest.raises(UserError, match=r"selections.json is not a run summary .* move it to a folder of its own"):
+        study_table.load_results(str(tmp_path))  # a record beside the summaries is named, not a KeyError
+    (tmp_path / "selections.json").unlink()
     with pytest.raises(UserError, match="no full_training runs"):
         study_table.summarize_groups({"bn_plus_bias_training": [summary("bn_plus_bias_training", 0, [0.5], 1.0)]})
     env = dict(os.environ, PYTHONPATH="")
