@@ -20,7 +20,7 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from experiments import study_frontier as frontier
-from experiments.study_stats import mean_std, paired_interval
+from experiments.study_stats import mean_std
 from experiments.study_table import load_results
 from utils import UserError
 
@@ -29,17 +29,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VAL_MARGIN = 0.01  # at least the frontier's minus 1 point, on validation
 
 
-def interval(differences: Sequence[float]) -> Tuple[float, float, float, int]:
-    """Mean, 95 % interval and count of paired differences (nan without any)."""
-    if not differences:
-        return float("nan"), float("nan"), float("nan"), 0
-    return paired_interval(differences) + (len(differences),)
-
-
 def gate_cell(family: Sequence[Dict], candidate: str, runs: Sequence[Dict], elastic: Sequence[Dict]) -> Dict:
     """One budget's reading: the candidate's and ElasticTrainer's points, the frontier member at the
-    candidate's mean step ratio, the paired differences on validation and on final test, the
-    overheads, and `clauses`, a list of (text, met)."""
+    candidate's mean step ratio, the paired differences on validation and on final test (text,
+    study_frontier.paired), the overheads, and `clauses`, a list of (text, met)."""
     mine, theirs = frontier.point(candidate, runs), frontier.point("elastic_training", elastic)
     member = frontier.frontier_at(family, mine["ratio"]) if math.isfinite(mine["ratio"]) else None
     overhead, et_overhead = (mean_std([frontier.overhead_seconds(run) for run in group])[0] for group in (runs, elastic))
@@ -50,9 +43,9 @@ def gate_cell(family: Sequence[Dict], candidate: str, runs: Sequence[Dict], elas
                ("step ratio not above ElasticTrainer's", mine["ratio"] <= theirs["ratio"]),
                ("selection overhead not above ElasticTrainer's", overhead <= et_overhead)]
     return {"candidate": mine, "elastic": theirs, "member": member, "overhead": overhead, "elastic_overhead": et_overhead,
-            "minus_elastic_val": interval(frontier.paired_differences(mine, theirs, "val_by_seed")),
-            "minus_elastic_test": interval(frontier.paired_differences(mine, theirs)),
-            "minus_frontier_val": interval(frontier.paired_differences(mine, member, "val_by_seed") if member else []),
+            "minus_elastic_val": frontier.paired(mine, theirs, "val_by_seed"),
+            "minus_elastic_test": frontier.paired(mine, theirs),
+            "minus_frontier_val": frontier.paired(mine, member, "val_by_seed") if member else "-",
             "clauses": clauses, "met": all(met for _, met in clauses)}
 
 
@@ -69,13 +62,6 @@ def parse_cell(text: str) -> Tuple[str, str, str]:
 
 def percent(value: float) -> str:
     return f"{100 * value:.1f}" if value is not None and math.isfinite(value) else "-"
-
-
-def signed(reading: Tuple[float, float, float, int]) -> str:
-    mean, low, high, count = reading
-    if not count:
-        return "-"
-    return f"{100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}] ({count})" if math.isfinite(low) else f"{100 * mean:+.1f} ({count})"
 
 
 def report(task: str, cells: Sequence[Tuple[str, str, str]], root: Optional[str] = None) -> Tuple[str, bool]:
@@ -103,9 +89,9 @@ def report(task: str, cells: Sequence[Tuple[str, str, str]], root: Optional[str]
         met_all = met_all and cell["met"]
         lines.append(f"| {budget} | {scheme} ({folder}) | {len(runs)}/{len(elastic)} | {mine['ratio']:.3f} "
                      f"({theirs['ratio']:.3f}) | {percent(mine['val'])} ({percent(theirs['val'])}) | "
-                     f"{signed(cell['minus_elastic_val'])} | "
-                     + (f"{member['config']}, {signed(cell['minus_frontier_val'])}" if member else "none fits")
-                     + f" | {percent(mine['test'][0])} ({percent(theirs['test'][0])}) | {signed(cell['minus_elastic_test'])} | "
+                     f"{cell['minus_elastic_val']} | "
+                     + (f"{member['config']}, {cell['minus_frontier_val']}" if member else "none fits")
+                     + f" | {percent(mine['test'][0])} ({percent(theirs['test'][0])}) | {cell['minus_elastic_test']} | "
                      f"{cell['overhead']:.2f} ({cell['elastic_overhead']:.2f}) | {marks} |")
     return "\n".join(lines), met_all
 

@@ -363,25 +363,24 @@ class ThriftyAnchoredTraining(RotatingAnchoredTraining):
       tensors at 0.7)."""
 
     train_type = "thrifty_anchored_training"
-    spend_share = SPEND_SHARE
 
     @classmethod
     def step_ratio_target(cls, config) -> float:
-        """spend_share of rho in exact mode (unless that is below the smallest feasible ratio, which
+        """share() of rho in exact mode (unless that is below the smallest feasible ratio, which
         only the profile knows); none in paper mode, as ElasticTrainer's."""
         return cls.share(config.rho_mode) * config.rho if config.rho_mode == "exact" else float("nan")
 
     @classmethod
     def share(cls, rho_mode: str) -> float:
         """The share of the step-time target spent in `rho_mode` ("paper" or "exact")."""
-        return cls.spend_share
+        return SPEND_SHARE
 
     def __init__(self, context: Context):
         super().__init__(context)
         controller = self.controller  # NearestAnchoredTraining's: exact mode at the paper budget's ratio in paper mode
         smallest = solver.smallest_feasible_rho(controller.t_dy, controller.t_dw, controller.T_fp_ms, controller.T_full_ms)
-        self.controller = StepTimeController(context.profile, thrifty_ratio(controller.rho, smallest, self.share(context.config.rho_mode)),
-                                             context.config.resolution, "exact")
+        ratio = thrifty_ratio(controller.rho, smallest, self.share(context.config.rho_mode))
+        self.controller = StepTimeController(context.profile, ratio, context.config.resolution, "exact")
         if context.config.rho_mode == "paper":
             self.controller.open_loop()
 
@@ -483,7 +482,10 @@ class WholeStageAnchoredTraining(PooledAnchoredTraining):
       measured step there, where 0.85 held back 12-17 % (and 5 points on embedded_shapes)."""
 
     train_type = "whole_stage_anchored_training"
-    spend_share = WHOLE_STAGE_SHARE
+
+    @classmethod
+    def share(cls, rho_mode: str) -> float:
+        return WHOLE_STAGE_SHARE
 
     def holds_anchor(self, mask: np.ndarray, in_anchor: np.ndarray) -> bool:
         return bool(mask.astype(bool)[in_anchor].all())
@@ -499,9 +501,10 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
     on predicted times, with no drift read and no correction from measured steps. Its steps are
     whole blocks from a stage up (and single cheap tensors above them) or the classifier alone,
     whose predicted times scale with the machine's speed as a full step's does, so rho of the
-    profile's full step in predicted time is rho of today's full step in measured time. The drift read (two timed calls) read 0.76-1.12 on the
-    sixteenth's ten exact runs, on two parts runs 8-12 % below what the period's own steps measured
-    against their prediction: enough to push the window off the named stage. Paper mode is the
+    profile's full step in predicted time is rho of today's full step in measured time. The drift
+    read (two timed calls) read 0.76-1.12 on the sixteenth's ten exact runs, on two parts runs 8-12 %
+    below what the period's own steps measured against their prediction: enough to push the window
+    off the named stage. Paper mode is the
     sixteenth's, unchanged (0.90 of the paper budget's predicted step). In exact mode ElasticTrainer's
     measured steps came to 0.88-1.01 of rho (its own drift reads, and selections that leave part of
     the target unspent), so 0.85 there, where paper mode's 0.90 keeps below ElasticTrainer's

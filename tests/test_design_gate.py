@@ -36,7 +36,7 @@ def test_every_clause_is_read_against_elastictrainer_beside_it_and_the_frontier_
     text, met = design_gate.report("parts", [("rho0.533_paper", "cand", "check"), ("rho0.7_exact", "cand", "check")],
                                    root=str(root))
     paper, exact = [line for line in text.splitlines() if line.startswith("| rho")]
-    assert "all 4 met" in paper and "static_top_training_rho0.4_exact" in paper and "+1.7 [+1.2, +2.2] (3)" in paper  # paired on the family's seeds 0-2: 71.5-71.9 against 70.0
+    assert "all 4 met" in paper and "static_top_training_rho0.4_exact" in paper and "+1.7 [+1.2, +2.2] (3 seeds)" in paper  # paired on the family's seeds 0-2: 71.5-71.9 against 70.0
     assert "static_top_training_rho0.6_exact" in exact  # 0.60 + 0.03 admits the top at 0.62
     assert ("NOT MET: validation at least the frontier's minus 1 point; step ratio not above ElasticTrainer's; "
             "selection overhead not above ElasticTrainer's") in exact
