@@ -1,5 +1,6 @@
-"""What a run's selections were, from its TensorBoard events: each selection's anchor, rotation
-shares, selected fraction, predicted step ratio and drift read, as a small JSON file to commit
+"""What a run's selections were, from its TensorBoard events: each selection's anchor (and the
+look's sum over each stage it was named on), rotation shares, selected fraction, predicted step
+ratio and drift read, as a small JSON file to commit
 next to the run summaries, in a folder of its own (the study tables read every JSON file of a
 summaries folder as a run summary); the event logs themselves stay out of git.
 
@@ -17,6 +18,7 @@ from utils import atomic_write_json
 TAGS = ("anchor/first_block", "anchor/stop_block", "rotation/on", "rotation/whole_share", "rotation/reach_share",
         "rotation/head_share", "elastic/selected_fraction", "elastic/predicted_rho", "elastic/correction",
         "elastic/drift_measured", "elastic/drift")
+STAGE_SUMS = "anchor/stage"  # anchor/stage<i>_sum: the look's total over stage i (schemes/anchored.py)
 
 
 def selections(run_dir: str) -> Dict[str, List]:
@@ -26,7 +28,8 @@ def selections(run_dir: str) -> Dict[str, List]:
     events = EventAccumulator(run_dir, size_guidance={"scalars": 0, "tensors": 0})
     events.Reload()
     found = {}
-    for tag in TAGS:
+    written = events.Tags().get("scalars", []) + events.Tags().get("tensors", [])
+    for tag in TAGS + tuple(sorted(tag for tag in written if tag.startswith(STAGE_SUMS))):
         if tag in events.Tags().get("scalars", []):
             found[tag] = [[e.step, float(e.value)] for e in events.Scalars(tag)]
         elif tag in events.Tags().get("tensors", []):

@@ -633,6 +633,7 @@ def test_the_selection_record_reads_each_selections_scalars_from_the_event_logs(
         for step, (first, share) in enumerate([(7, 0.0), (7, 0.3)]):
             tf.summary.scalar("anchor/first_block", first, step=100 * step)
             tf.summary.scalar("rotation/reach_share", share, step=100 * step)
+            tf.summary.scalar("anchor/stage3_sum", 0.004, step=100 * step)
     writer.close()
     output = tmp_path / "selections.json"
     assert selection_record.main([str(run), "--output", str(output)]) == 0
@@ -640,4 +641,5 @@ def test_the_selection_record_reads_each_selections_scalars_from_the_event_logs(
     assert record["anchor/first_block"] == [[0, 7.0], [100, 7.0]]
     assert [step for step, _ in record["rotation/reach_share"]] == [0, 100]
     assert [share for _, share in record["rotation/reach_share"]] == pytest.approx([0.0, 0.3])
+    assert [value for _, value in record["anchor/stage3_sum"]] == pytest.approx([0.004, 0.004])
     assert "elastic/drift" not in record
