@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from typing import Dict, List
 
 from utils import atomic_write_json
@@ -18,7 +19,7 @@ from utils import atomic_write_json
 TAGS = ("anchor/first_block", "anchor/stop_block", "rotation/on", "rotation/whole_share", "rotation/reach_share",
         "rotation/head_share", "elastic/selected_fraction", "elastic/predicted_rho", "elastic/correction",
         "elastic/drift_measured", "elastic/drift")
-STAGE_SUMS = "anchor/stage"  # anchor/stage<i>_sum: the look's total over stage i (schemes/anchored.py)
+STAGE_SUMS = re.compile(r"anchor/stage(\d+)_sum")  # the look's total over stage i (schemes/anchored.py)
 
 
 def selections(run_dir: str) -> Dict[str, List]:
@@ -29,7 +30,7 @@ def selections(run_dir: str) -> Dict[str, List]:
     events.Reload()
     found = {}
     written = events.Tags().get("scalars", []) + events.Tags().get("tensors", [])
-    for tag in TAGS + tuple(sorted(tag for tag in written if tag.startswith(STAGE_SUMS))):
+    for tag in TAGS + tuple(sorted(tag for tag in written if STAGE_SUMS.fullmatch(tag))):
         if tag in events.Tags().get("scalars", []):
             found[tag] = [[e.step, float(e.value)] for e in events.Scalars(tag)]
         elif tag in events.Tags().get("tensors", []):
