@@ -1,7 +1,8 @@
 """Could a margin on the look's stage sums have named a better stage? No training: it reads looks
 already made and names, for each margin k, the highest (cheapest to reach) stage whose sum is at
 least 1/k of the largest (k = 1 is the anchor the candidates name, anchor_of), and marks where that
-stage is one the draw gains in (--right, from the stage-alone runs of its frontier table). Two kinds of records:
+stage is one the draw gains in (--right, from the stage-alone runs of its frontier table). Two
+kinds of records:
 - look_reliability's JSON lines (design draws, no training; --variant picks the look, pooled3 is
   the fifteenth to seventeenth candidates');
 - selection records (experiments/selection_record.py) of the anchored candidates' runs: the look

@@ -1,8 +1,8 @@
 """What a run's selections were, from its TensorBoard events: each selection's anchor (and the
 look's sum over each stage it was named on), rotation shares, selected fraction, predicted step
-ratio and drift read, as a small JSON file to commit
-next to the run summaries, in a folder of its own (the study tables read every JSON file of a
-summaries folder as a run summary); the event logs themselves stay out of git.
+ratio and drift read, as a small JSON file to commit next to the run summaries, in a folder of its
+own (the study tables read every JSON file of a summaries folder as a run summary); the event logs
+themselves stay out of git.
 
     python -m experiments.selection_record LOGDIR/RUN [LOGDIR/RUN ...] --output FILE.json
 """
@@ -29,11 +29,11 @@ def selections(run_dir: str) -> Dict[str, List]:
     events = EventAccumulator(run_dir, size_guidance={"scalars": 0, "tensors": 0})
     events.Reload()
     found = {}
-    written = events.Tags().get("scalars", []) + events.Tags().get("tensors", [])
-    for tag in TAGS + tuple(sorted(tag for tag in written if STAGE_SUMS.fullmatch(tag))):
-        if tag in events.Tags().get("scalars", []):
+    scalars, tensors = events.Tags().get("scalars", []), events.Tags().get("tensors", [])
+    for tag in TAGS + tuple(sorted(tag for tag in scalars + tensors if STAGE_SUMS.fullmatch(tag))):
+        if tag in scalars:
             found[tag] = [[e.step, float(e.value)] for e in events.Scalars(tag)]
-        elif tag in events.Tags().get("tensors", []):
+        elif tag in tensors:
             found[tag] = [[e.step, float(tf.make_ndarray(e.tensor_proto))] for e in events.Tensors(tag)]
     return found
 

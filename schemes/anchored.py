@@ -504,11 +504,10 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
     profile's full step in predicted time is rho of today's full step in measured time. The drift
     read (two timed calls) read 0.76-1.12 on the sixteenth's ten exact runs, on two parts runs 8-12 %
     below what the period's own steps measured against their prediction: enough to push the window
-    off the named stage. Paper mode is the
-    sixteenth's, unchanged (0.90 of the paper budget's predicted step). In exact mode ElasticTrainer's
-    measured steps came to 0.88-1.01 of rho (its own drift reads, and selections that leave part of
-    the target unspent), so 0.85 there, where paper mode's 0.90 keeps below ElasticTrainer's
-    open-loop steps (0.95-1.04 of their prediction)."""
+    off the named stage. Paper mode is the sixteenth's, unchanged (0.90 of the paper budget's
+    predicted step). In exact mode ElasticTrainer's measured steps came to 0.88-1.01 of rho (its
+    own drift reads, and selections that leave part of the target unspent), so 0.85 there, where
+    paper mode's 0.90 keeps below ElasticTrainer's open-loop steps (0.95-1.04 of their prediction)."""
 
     train_type = "open_loop_anchored_training"
 
