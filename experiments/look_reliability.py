@@ -33,10 +33,13 @@ from schemes.anchored import anchor_of, stage_sums
 
 VARIANTS = ("paired3", "paired6", "paired12", "paired24", "pooled3", "pooled6", "pooled12")
 TASKS = {"parts": "parts_mobilenetv2", "shapes": "mobilenetv2"}  # the design draws (task seed 0)
+# draws whose judgement is over (2026-11-27): their looks describe why a judged candidate chose as it did
+SEEN = {"parts_seed3": "parts_seed3_mobilenetv2", "parts_seed4": "parts_seed4_mobilenetv2",
+        "shapes_seed2": "shapes_seed2_mobilenetv2"}
 
 
 def run_flags(task: str, seed: int, logdir: str) -> list:
-    protocol = plan_protocol(TASKS[task], "frontier")
+    protocol = plan_protocol({**TASKS, **SEEN}[task], "frontier")
     return ["--model_name", protocol["model_name"], "--dataset_name", protocol["dataset_name"],
             "--num_classes", str(protocol["num_classes"]), "--input_size", str(protocol["input_size"]),
             "--batch_size", str(protocol["batch_size"]), "--num_epochs", str(protocol["num_epochs"]),
@@ -67,7 +70,7 @@ def build(task: str, seed: int, logdir: str):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", choices=sorted(TASKS), required=True)
+    parser.add_argument("--task", choices=sorted({**TASKS, **SEEN}), required=True)
     parser.add_argument("--seeds", default="0-9", help="run seeds, first-last")
     parser.add_argument("--output", default="", help="a JSON lines file to append each seed's record to")
     args = parser.parse_args(argv)

@@ -624,6 +624,46 @@ def test_the_look_measurement_builds_the_studys_run_of_the_fourteenth(tmp_path):
         assert (config.validation, config.num_epochs, config.interval, config.probe_batches) == ("fresh", 12, 4, 1)
 
 
+def test_the_look_measurement_reads_the_draws_whose_judgement_is_over(tmp_path):
+    import main as cli
+    from experiments import look_reliability
+    for draw, key in look_reliability.SEEN.items():
+        config = cli.resolve_config(cli.parse_args(look_reliability.run_flags(draw, 1, str(tmp_path))))
+        assert config.dataset_name == f"embedded_{draw}" and key == f"{draw}_mobilenetv2"
+
+
+def test_the_seventeenths_look_takes_as_many_batches_as_look_batches_names():
+    default, count = seeded_looking_scheme("open_loop_anchored_training")
+    default.importance()
+    assert count == 3 and (default.probe_position, default.held_out_position) == (3, 3)
+    tf.keras.utils.set_random_seed(0)
+    context = looking_context(tiny_model(), "open_loop_anchored_training", rho=0.7,
+                              scheme_options={"look_batches": 4})
+    larger = schemes.SCHEMES["open_loop_anchored_training"](context)
+    assert larger.held_out_buffer() == 4 * context.config.batch_size
+    look = larger.importance()
+    assert (larger.probe_position, larger.held_out_position) == (4, 4) and np.isfinite(look).all()
+    assert larger.sums == pytest.approx(stage_sums(look, larger.block_of, larger.stages))
+    larger.reselect(4)
+    assert larger.probe_position == 4  # looked once
+
+
+def test_look_batches_goes_with_the_seventeenth_alone_and_counts_batches(tmp_path):
+    import main as cli
+    from experiments import look_reliability
+    from utils import UserError
+    flags = look_reliability.run_flags("parts", 0, str(tmp_path))
+    flags[flags.index("frugal_anchored_training")] = "open_loop_anchored_training"
+    config = cli.resolve_config(cli.parse_args(flags + ["--look_batches", "12"]))
+    assert config.scheme_options == {"look_batches": 12} and "look12" in config.run_name
+    assert cli.resolve_config(cli.parse_args(flags)).scheme_options == {"look_batches": None}
+    with pytest.raises(UserError, match="at least 1, not 0"):
+        cli.resolve_config(cli.parse_args(flags + ["--look_batches", "0"]))
+    flags[flags.index("open_loop_anchored_training")] = "elastic_training"
+    with pytest.raises(UserError, match="--look_batches N goes with --train_type open_loop_anchored_training"):
+        cli.resolve_config(cli.parse_args(flags + ["--look_batches", "12"]))
+
+
 def test_the_selection_record_reads_each_selections_scalars_from_the_event_logs(tmp_path):
     import json
     from experiments import selection_record
