@@ -21,9 +21,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
 import tempfile
 import time
-from typing import Dict, Iterator, List, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -33,6 +34,7 @@ from run_outputs import provenance
 from schemes.anchored import anchor_of, stage_sums
 from schemes.elastic import ImportanceProbe
 from train_step import preserved_state
+from utils import UserError
 
 
 def append_record(output: str, record: Dict) -> None:
@@ -53,12 +55,17 @@ def seed_range(text: str) -> range:
     return range(first, last + 1)
 
 
-def numbers(text: str) -> List[int]:
-    """A comma-separated list of whole numbers; argparse's error for anything else."""
-    try:
-        return [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, e.g. 0,30,60, not {text!r}") from None
+def numbers(least: int) -> Callable[[str], List[int]]:
+    """An argparse type: a comma-separated list of whole numbers, each at least `least`."""
+    def parse(text: str) -> List[int]:
+        try:
+            values = [int(x) for x in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, e.g. 0,30,60, not {text!r}") from None
+        if min(values) < least:
+            raise argparse.ArgumentTypeError(f"each number must be at least {least}: {text!r}")
+        return values
+    return parse
 
 
 def looked_runs(task: str, seeds: Sequence[int]) -> Iterator[Tuple]:
@@ -109,7 +116,8 @@ def warm_looks(task: str, seeds: Sequence[int], warm: Sequence[int], output: str
 
 def stage_vectors(gradients: Sequence[np.ndarray], block_of: np.ndarray, stages) -> List[np.ndarray]:
     """Each stage's gradients as one flat vector (its blocks' tensors, forward order)."""
-    return [np.concatenate([gradients[k].ravel() for k in np.flatnonzero((block_of >= first) & (block_of < stop))])
+    return [np.concatenate([gradients[k].ravel().astype(np.float64)
+                            for k in np.flatnonzero((block_of >= first) & (block_of < stop))])
             for first, stop in stages]
 
 
@@ -133,11 +141,23 @@ def estimates(probe_grads: List[List[np.ndarray]], val_grads: List[List[np.ndarr
             "cos": [float(p @ v / (np.linalg.norm(p) * np.linalg.norm(v) + 1e-30)) for p, v in zip(mean_p, mean_v)]}
 
 
+def pair_products(probe_grads: List[List[np.ndarray]], val_grads: List[List[np.ndarray]], block_of: np.ndarray,
+                  stages) -> List[List[List[float]]]:
+    """For each stage, the product of every probe batch's gradient with every validation batch's
+    (a probe-by-validation matrix, in batch order): `dot` over the first n of each is the mean of
+    its top-left n-by-n block, and a look that adds batches only while the stages' scores do not
+    yet separate can be replayed from it."""
+    probe = [stage_vectors(g, block_of, stages) for g in probe_grads]
+    val = [stage_vectors(g, block_of, stages) for g in val_grads]
+    return [(np.array([p[s] for p in probe]) @ np.array([v[s] for v in val]).T).tolist() for s in range(len(stages))]
+
+
 def estimator_looks(task: str, seeds: Sequence[int], output: str, deterministic: bool = False) -> int:
     """For each run seed, the gradients of every tensor on each of the run's first 12 probe and 12
     validation batches at the run's first weights, and from them, for the first 3 and all 12 of
     each, the stage scores of `estimates`; beside them the pooled looks of 3 and 12 (the update's
-    look, the seventeenth's at 3). Which names the stage where the gain lives, on how many seeds?
+    look, the seventeenth's at 3), and every probe-by-validation product (pair_products). Which
+    names the stage where the gain lives, on how many seeds?
     `deterministic`: all of them through a forward pass without augmentation and dropout; `run3`
     is then the seventeenth's own look first, as its run makes it (with them)."""
     records = []
@@ -152,6 +172,7 @@ def estimator_looks(task: str, seeds: Sequence[int], output: str, deterministic:
             probe = ImportanceProbe(model, probe.optimizer, lambda images: model(images, training=False))
         grads = {name: [[g.numpy() for g in probe._gradients(*batch)] for batch in batches]
                  for name, batches in (("probe", updates), ("val", scored))}
+        record["pairs"] = pair_products(grads["probe"], grads["val"], block_of, stages)
         for count in (3, 12):
             for name, sums in estimates(grads["probe"][:count], grads["val"][:count], block_of, stages).items():
                 record[f"{name}{count}"] = {"sums": sums, "anchor": anchor_of(sums)}
@@ -168,6 +189,13 @@ def estimator_looks(task: str, seeds: Sequence[int], output: str, deterministic:
 
 
 TRAJECTORY_COUNTS = (6, 12, 24)
+
+
+def distinct_pairs_mean(total: Sequence[np.ndarray], squares: Sequence[float], count: int) -> np.ndarray:
+    """Each tensor's mean, over every ordered pair of distinct ones of `count` gradients, of their
+    product, from the gradients' sum (`total`) and the sum of their squares (`squares`):
+    (|sum g|^2 - sum |g|^2) / (count (count - 1))."""
+    return np.array([(float(np.sum(t * t)) - q) / (count * (count - 1)) for t, q in zip(total, squares)])
 
 
 def trajectory_looks(task: str, seeds: Sequence[int], output: str) -> int:
@@ -191,8 +219,7 @@ def trajectory_looks(task: str, seeds: Sequence[int], output: str) -> int:
             squares = ([float(np.sum(g * g)) for g in gradients] if squares is None
                        else [q + float(np.sum(g * g)) for q, g in zip(squares, gradients)])
             if count in TRAJECTORY_COUNTS:
-                pairs = np.array([(float(np.sum(t * t)) - q) / (count * (count - 1)) for t, q in zip(total, squares)])
-                sums = stage_sums(pairs, block_of, stages)
+                sums = stage_sums(distinct_pairs_mean(total, squares, count), block_of, stages)
                 record[f"steps{count}"] = {"sums": sums, "anchor": anchor_of(sums)}
         print(record["seed"], " ".join(f"{k}:{record[k]['anchor']}" for k in record if k.startswith("steps")), flush=True)
         append_record(output, record)
@@ -259,10 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
         mode.add_argument("--seeds", type=seed_range, default=range(0, 10), help="run seeds, first-last (default 0-9)")
         mode.add_argument("--output", default="", help="a JSON lines file to append each seed's record to")
         if name == "warm":
-            mode.add_argument("--steps", type=numbers, default=[0, 15, 30, 60, 120],
+            mode.add_argument("--steps", type=numbers(0), default=[0, 15, 30, 60, 120],
                               help="classifier steps before each look, comma-separated (default 0,15,30,60,120)")
         if name == "sizes":
-            mode.add_argument("--sizes", type=numbers, default=[32, 48, 64],
+            mode.add_argument("--sizes", type=numbers(1), default=[32, 48, 64],
                               help="input sizes, comma-separated (default 32,48,64)")
         if name == "estimators":
             mode.add_argument("--deterministic", action="store_true",
@@ -272,14 +299,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.mode == "warm":
-        return warm_looks(args.task, args.seeds, sorted(args.steps), args.output)
-    if args.mode == "sizes":
-        return resized_looks(args.task, args.seeds, args.sizes, args.output)
-    if args.mode == "estimators":
-        return estimator_looks(args.task, args.seeds, args.output, args.deterministic)
-    return trajectory_looks(args.task, args.seeds, args.output)
-
+    if args.output:  # before minutes of work, not after the first seed's
+        try:
+            open(args.output, "a").close()
+        except OSError as error:
+            print(f"error: cannot write --output {args.output}: {error.strerror or error}", file=sys.stderr)
+            return 2
+    try:
+        if args.mode == "warm":
+            return warm_looks(args.task, args.seeds, sorted(args.steps), args.output)
+        if args.mode == "sizes":
+            return resized_looks(args.task, args.seeds, args.sizes, args.output)
+        if args.mode == "estimators":
+            return estimator_looks(args.task, args.seeds, args.output, args.deterministic)
+        return trajectory_looks(args.task, args.seeds, args.output)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 if __name__ == "__main__":
     raise SystemExit(main())

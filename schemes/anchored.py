@@ -524,10 +524,9 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
              help="the look's probe batches and validation batches: one update on the mean gradient of N "
                   "training batches, scored by the mean gradient of N validation batches after it. Default: "
                   "--probe_batches x the run's selections (3 at the study's protocol), the probes "
-                  "ElasticTrainer makes over a run, so the look costs what they cost. A larger look names the "
-                  "stage where the gain lives more reliably and costs more, once: 12 named it on 35 of 35 run "
-                  "seeds measured on five draws, where 3 named it on 30, at about 1.1 s more of selection "
-                  "overhead on a 2-core CPU (docs/benchmarks/regime_and_depth.md, \"Why the look errs\")")
+                  "ElasticTrainer makes over a run, so that the look costs what they cost. A larger look names "
+                  "the stage where the gain lives more reliably and costs more, once a run: 12 costs about 1.3 s "
+                  "more on a 2-core CPU (docs/benchmarks/regime_and_depth.md, \"Why the look errs\")")
 
     @classmethod
     def check_flags(cls, args) -> None:

@@ -659,6 +659,10 @@ def test_look_batches_goes_with_the_seventeenth_alone_and_counts_batches(tmp_pat
     assert cli.resolve_config(cli.parse_args(flags)).scheme_options == {"look_batches": None}
     with pytest.raises(UserError, match="at least 1, not 0"):
         cli.resolve_config(cli.parse_args(flags + ["--look_batches", "0"]))
+    from checkpoints import config_differences
+    before = {"scheme_options": {}}  # a checkpoint of the seventeenth made before the flag existed
+    assert config_differences(before, {"scheme_options": {"look_batches": None}}) == []
+    assert config_differences(before, {"scheme_options": {"look_batches": 12}}) == ["--look_batches was None, now 12"]
     flags[flags.index("open_loop_anchored_training")] = "elastic_training"
     with pytest.raises(UserError, match="--look_batches N goes with --train_type open_loop_anchored_training"):
         cli.resolve_config(cli.parse_args(flags + ["--look_batches", "12"]))
