@@ -72,24 +72,34 @@ def right_stages(task: str) -> set:
     return {3} if task.startswith("parts") else {0, 1}
 
 
-def load(paths: Sequence[str]) -> List[Dict]:
-    """Records with pair products, from JSON lines files (ValueError naming the first without)."""
+def load(paths: Sequence[str], most: int) -> List[Dict]:
+    """Records with pair products of at least `most` batches a side, from JSON lines files
+    (ValueError naming the file and line of the first that is not one, or when there are none)."""
     records = []
     for path in paths:
         with open(path) as handle:
             for number, line in enumerate(handle, start=1):
-                record = json.loads(line)
-                if "pairs" not in record:
-                    raise ValueError(f"{path}:{number} has no pair products: make the records with "
+                where = f"{path}:{number}"
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{where} is not JSON ({error.msg})") from None
+                if not isinstance(record, dict) or "pairs" not in record or "task" not in record:
+                    raise ValueError(f"{where} has no task or no pair products: make the records with "
                                      "python -m experiments.look_variants estimators --output FILE")
+                recorded = min(len(record["pairs"][0]), len(record["pairs"][0][0]))
+                if recorded < most:
+                    raise ValueError(f"{where} holds {recorded} batches a side, fewer than --most {most}")
                 records.append(record)
+    if not records:
+        raise ValueError(f"no records in {', '.join(paths)}")
     return records
 
 
 def table(records: Sequence[Dict], zs: Sequence[float], steps: Sequence[int], start: int, most: int) -> str:
     """For each rule, each draw's right count and the mean pairs it added a seed (markdown)."""
     tasks = list(dict.fromkeys(record["task"] for record in records))
-    lines = ["| rule | " + " | ".join(tasks) + " | right | most added on a draw, s (five-seed mean) |",
+    lines = ["| rule | " + " | ".join(tasks) + " | right | most added on a draw, s (seed mean) |",
              "|---|" + "---|" * len(tasks) + "---:|---:|"]
     rules = [("fixed", start, 0)] + [("fixed", most, 0)] + [("z", z, step) for z in zs for step in steps]
     for kind, value, step in rules:
@@ -119,7 +129,7 @@ def main(argv=None) -> int:
     if not 1 <= args.start <= args.most or min(args.step) < 1:
         parser.error("need 1 <= --start <= --most and every --step at least 1")
     try:
-        records = load(args.records)
+        records = load(args.records, args.most)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

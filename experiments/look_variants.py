@@ -6,7 +6,9 @@ with the largest positive sum) under other looks, without training the run:
 - warm: the pooled looks of 3 and 12 after the classifier alone has trained some steps;
 - sizes: the pooled looks of 3, 6 and 12 on the same images at lower input sizes;
 - estimators: other estimates from the same per-batch gradients at the run's first weights
-  (with --deterministic, through a forward pass without augmentation and dropout);
+  (with --deterministic, through a forward pass without augmentation and dropout), and every
+  probe-by-validation product by stage, from which experiments.look_sequential replays a look
+  that adds batches while the stages do not separate;
 - trajectory: a look made of the run's first steps trained whole, each step's gradients scored
   by the other steps'.
 

@@ -26,6 +26,9 @@ def reread(directory: str, folder: str, config: str, candidate: str, seeds: Opti
     the runs of `candidate` at each budget replaced by those of `config` in `directory`/`folder`
     (at a budget the folder lacks, the candidate's row is left out). With `seeds`, only the runs
     of those seeds are replaced; the candidate's own runs of the other seeds stay."""
+    for needed in ("frontier", folder):
+        if not os.path.isdir(os.path.join(directory, needed)):
+            raise UserError(f"no folder {os.path.join(directory, needed)}")
     groups = load_results(os.path.join(directory, "frontier"))
     variant = load_results(os.path.join(directory, folder))
     found = {budget: variant[f"{config}_{budget}"] for budget in RULE_BUDGETS if f"{config}_{budget}" in variant}
@@ -45,7 +48,11 @@ def reread(directory: str, folder: str, config: str, candidate: str, seeds: Opti
         groups.pop(f"{candidate}_{budget}", None)
         if budget in found:
             groups[f"{candidate}_{budget}"] = found[budget]
-    return judgement_section(groups, candidate)
+    replaced = "every seed's runs" if seeds is None else (
+        f"the runs of seeds {sorted(seeds)} (the others are the judged runs, so the step ratio and the overhead "
+        "mix two batches of runs and say nothing)")
+    return (f"{candidate}'s rows: {config} from {folder}, {replaced}. A description, not a judgement.\n\n"
+            + judgement_section(groups, candidate))
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -512,7 +512,9 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
     off the named stage. Paper mode is the sixteenth's, unchanged (0.90 of the paper budget's
     predicted step). In exact mode ElasticTrainer's measured steps came to 0.88-1.01 of rho (its
     own drift reads, and selections that leave part of the target unspent), so 0.85 there, where
-    paper mode's 0.90 keeps below ElasticTrainer's open-loop steps (0.95-1.04 of their prediction)."""
+    paper mode's 0.90 keeps below ElasticTrainer's open-loop steps (0.95-1.04 of their prediction).
+    --look_batches N sets the look's size (look_count); by default it takes as many batches as
+    ElasticTrainer's probes over a run."""
 
     train_type = "open_loop_anchored_training"
 
@@ -525,8 +527,9 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
                   "training batches, scored by the mean gradient of N validation batches after it. Default: "
                   "--probe_batches x the run's selections (3 at the study's protocol), the probes "
                   "ElasticTrainer makes over a run, so that the look costs what they cost. A larger look names "
-                  "the stage where the gain lives more reliably and costs more, once a run: 12 costs about 1.3 s "
-                  "more on a 2-core CPU (docs/benchmarks/regime_and_depth.md, \"Why the look errs\")")
+                  "the stage where the gain lives more reliably and costs more, once a run: 12 added 1.0-1.7 s of "
+                  "selection overhead on a 2-core CPU (docs/benchmarks/regime_and_depth.md, \"A reliable look on "
+                  "the seen draws\")")
 
     @classmethod
     def check_flags(cls, args) -> None:

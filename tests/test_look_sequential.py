@@ -28,6 +28,9 @@ def test_the_separation_is_the_gap_over_its_leave_one_out_error():
     error = np.sqrt(3 / 4 * np.sum((gaps - gaps.mean()) ** 2))
     assert seq.separation(pairs, 4) == pytest.approx((full[first] - full[second]) / error)
     assert seq.separation(pairs, 1) == 0.0
+    bigger = np.concatenate([pairs, rng.normal(size=(3, 4, 4)) * 100], axis=1)  # batches beyond `count` count not
+    bigger = np.concatenate([bigger, rng.normal(size=(3, 8, 4)) * 100], axis=2)
+    assert seq.separation(bigger, 4) == pytest.approx(seq.separation(pairs, 4))
 
 
 def test_a_clear_look_stops_at_its_start_and_an_unclear_one_adds_batches():
@@ -55,7 +58,15 @@ def test_the_table_counts_each_draws_right_looks_and_the_batches_added(tmp_path,
     text = capsys.readouterr().out
     assert "| 3 a side | 1/2, +0.0 | 0/1, +0.0 | 1/3 | 0.00 |" in text
     assert "| 12 a side | 1/2, +9.0 | 0/1, +9.0 | 1/3 | 1.22 |" in text
+    assert "| z 2, step 3 | 1/2, +0.0 | 0/1, +0.0 | 1/3 | 0.00 |" in text  # no noise: every gap separates at once
+    assert seq.main([str(path), "--most", "13"]) == 2
+    assert "holds 12 batches a side, fewer than --most 13" in capsys.readouterr().err
     bare = tmp_path / "bare.jsonl"
     bare.write_text(json.dumps({"task": "parts", "seed": 0}) + "\n")
     assert seq.main([str(bare)]) == 2
-    assert "bare.jsonl:1 has no pair products" in capsys.readouterr().err
+    assert "bare.jsonl:1 has no task or no pair products" in capsys.readouterr().err
+    for name, text, said in (("broken.jsonl", "{not json", "broken.jsonl:1 is not JSON"),
+                             ("empty.jsonl", "", "no records in")):
+        (tmp_path / name).write_text(text)
+        assert seq.main([str(tmp_path / name)]) == 2
+        assert said in capsys.readouterr().err

@@ -39,9 +39,10 @@ def test_the_reading_takes_the_candidates_runs_from_the_folder_and_the_rest_from
         reread.reread(str(tmp_path), "look12_check", "elsewise", CANDIDATE)
 
 
-def test_the_command_line_reads_a_judging_draws_folder_and_says_what_is_missing(capsys):
+def test_the_command_line_says_which_folder_is_missing(capsys):
     assert reread.main(["--draw", "parts_seed4", "--folder", "no_such_folder", "--config", "x"]) == 2
-    assert "error:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("error: no folder ") and err.rstrip().endswith("parts_seed4_mobilenetv2_64/no_such_folder")
     with pytest.raises(SystemExit):
         reread.main(["--draw", "parts_seed9", "--folder", "f", "--config", "x"])
 
@@ -55,5 +56,7 @@ def test_with_seeds_only_those_runs_are_replaced(tmp_path):
     _write(variant, f"{CANDIDATE}_look12_rho0.533_paper", 0.5, [0.74] * 5)
     text = reread.reread(str(tmp_path), "look12_check", f"{CANDIDATE}_look12", CANDIDATE, seeds=[0])
     assert "| rho0.533_paper | 5 | 72.4 ± 0.9 |" in text  # seed 0 from the folder (74), seeds 1-4 the judged runs (72)
+    assert text.startswith(f"{CANDIDATE}'s rows: {CANDIDATE}_look12 from look12_check, the runs of seeds [0]")
+    assert "mix two batches of runs" in text
     with pytest.raises(UserError, match=r"has no run of open_loop_anchored_training_look12_rho0.533_paper for seeds \[7\]"):
         reread.reread(str(tmp_path), "look12_check", f"{CANDIDATE}_look12", CANDIDATE, seeds=[0, 7])
