@@ -27,6 +27,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+import data
 import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
@@ -524,7 +525,8 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
             return
         flag("--look_batches", type=int, default=None, metavar="N",
              help="the look's probe batches and validation batches: one update on the mean gradient of N "
-                  "training batches, scored by the mean gradient of N validation batches after it. Default: "
+                  "training batches, scored by the mean gradient of N validation batches after it (at most the "
+                  "validation split's full batches: 40 on the embedded targets at batch size 32). Default: "
                   "--probe_batches x the run's selections (3 at the study's protocol), the probes "
                   "ElasticTrainer makes over a run, so that the look costs what they cost. A larger look names "
                   "the stage where the gain lives more reliably and costs more, once a run: 12 added 1.0-1.7 s of "
@@ -533,8 +535,18 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
 
     @classmethod
     def check_flags(cls, args) -> None:
-        if args.look_batches is not None and args.look_batches < 1:
+        if args.look_batches is None:
+            return
+        if args.look_batches < 1:
             raise UserError(f"--look_batches is a number of batches, at least 1, not {args.look_batches}")
+        mode, fraction = data.resolve_validation(args.validation, args.val_fraction, args.dataset_name, args.data_dir)
+        images = data.split_examples(args.dataset_name, "validation", args.data_dir, fraction) if mode != "none" else None
+        if images is not None and args.look_batches * args.batch_size > images:
+            full = images // args.batch_size
+            fix = f"use --look_batches {full} or fewer" if full else "use a smaller --batch_size"
+            raise UserError(f"--look_batches {args.look_batches} scores the look on {args.look_batches} validation "
+                            f"batches of {args.batch_size}, but {args.dataset_name}'s validation split has {images} "
+                            f"images ({full} full batches), so some would be scored twice; {fix}")
 
     @classmethod
     def run_name_parts(cls, args) -> List[str]:

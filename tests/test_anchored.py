@@ -659,6 +659,12 @@ def test_look_batches_goes_with_the_seventeenth_alone_and_counts_batches(tmp_pat
     assert cli.resolve_config(cli.parse_args(flags)).scheme_options == {"look_batches": None}
     with pytest.raises(UserError, match="at least 1, not 0"):
         cli.resolve_config(cli.parse_args(flags + ["--look_batches", "0"]))
+    # the validation split holds 20 new images a class, 1 280: 40 full batches of 32, no more
+    assert cli.resolve_config(cli.parse_args(flags + ["--look_batches", "40"])).scheme_options == {"look_batches": 40}
+    with pytest.raises(UserError, match="has 1280 images \\(40 full batches\\).*use --look_batches 40 or fewer"):
+        cli.resolve_config(cli.parse_args(flags + ["--look_batches", "41"]))
+    without = [flag for flag in flags if flag not in ("--validation", "fresh")] + ["--validation", "none"]
+    assert cli.resolve_config(cli.parse_args(without + ["--look_batches", "41"])).validation == "none"
     from checkpoints import config_differences
     before = {"scheme_options": {}}  # a checkpoint of the seventeenth made before the flag existed
     assert config_differences(before, {"scheme_options": {"look_batches": None}}) == []

@@ -278,11 +278,21 @@ def test_image_folder_with_a_validation_folder_validates_on_it(tmp_path):
                 (folder / f"{index}.png").write_bytes(tf.io.encode_png(tf.cast(pixels, tf.uint8)).numpy())
     root = str(tmp_path)
     assert data.resolve_validation("auto", 0.1, "image_folder", root) == ("fresh", 0.0)
+    assert [data.split_examples("image_folder", split, root) for split in ("train", "validation", "test")] == [6, 4, 4]
     labels = np.concatenate([y.numpy() for _, y in data.load("image_folder", "validation", 8, 16, root)])
     assert sorted(labels) == [0, 0, 1, 1]
     (tmp_path / "validation" / "bird").mkdir()
     with pytest.raises(UserError, match="validation/bird hold no images"):
         data.load("image_folder", "validation", 8, 16, root)
+
+
+def test_split_examples_counts_a_split_before_it_is_generated_or_downloaded():
+    classes = data.num_classes("embedded_parts")
+    train = data.split_examples("embedded_parts", "train")
+    assert data.split_examples("embedded_parts", "validation") == 20 * classes  # 20 new images a class
+    assert data.split_examples("embedded_parts", "validation", val_fraction=0.1) == data.carved_count(train, "validation", 0.1)
+    assert data.split_examples("embedded_parts", "train", val_fraction=0.1) == train - int(train * 0.1)
+    assert data.split_examples("caltech_birds2011", "validation") is None  # known only once downloaded
 
 
 def test_image_folder_needs_its_splits(tmp_path):
