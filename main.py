@@ -522,6 +522,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                            config.val_fraction)
     if steps_per_epoch < 1:
         raise UserError(f"--batch_size {config.batch_size} exceeds the training split of {config.dataset_name}")
+    validation_images = (data.split_examples(config.dataset_name, data.VALIDATION, config.data_dir, config.val_fraction)
+                         if config.validation != "none" else None)
+    SCHEMES[config.train_type].check_data(config, steps_per_epoch, validation_images)
     startup.mark("data")
     outputs = RunOutputs(config.logdir, config.run_name, config.model_name, config.num_classes, config.input_size)
     logging.info("run %s: logs in %s (tensorboard --logdir %s)", config.run_name, outputs.run_dir, config.logdir)

@@ -27,11 +27,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-import data
 import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
-from schemes.base import Context
+from schemes.base import Context, run_selections
 from schemes.time_budget import StepTimeController
 from schemes.window import HeldOutWindowElasticTraining
 from utils import UserError
@@ -135,10 +134,35 @@ class AnchoredWindowTraining(HeldOutWindowElasticTraining):
         self.sums = stage_sums(look, self.block_of, self.stages)
         self.anchor = anchor_of(self.sums)
 
+    @classmethod
+    def look_batches_for(cls, config, selections: int) -> int:
+        """The look's probe batches (and as many scored ones) in a run of `selections`: every probe
+        batch of the run's selections, the probes ElasticTrainer makes over a run."""
+        return config.probe_batches * selections
+
+    @classmethod
+    def look_advice(cls, config, full: int) -> str:
+        """What to change when the look asks for more validation batches than the `full` ones."""
+        return ("make fewer selections (a larger --interval), use a smaller --probe_batches, or run with "
+                "--validation none (the look then scores later training batches)")
+
+    @classmethod
+    def check_data(cls, config, steps_per_epoch: int, validation_images: Optional[int]) -> None:
+        """Refuse a look that would score some validation images twice: its scored batches come
+        from the validation split, shuffled once, and a look longer than the split wraps around."""
+        if validation_images is None:
+            return
+        count = cls.look_batches_for(config, run_selections(config.num_epochs, config.interval, steps_per_epoch))
+        full = validation_images // config.batch_size
+        if count > full:
+            advice = cls.look_advice(config, full) if full else "use a smaller --batch_size"
+            raise UserError(f"the look scores {count} validation batches of {config.batch_size}, but "
+                            f"{config.dataset_name}'s validation split has {validation_images} images ({full} full "
+                            f"batches), so some would be scored twice; {advice}")
+
     def look_count(self) -> int:
-        """The look's probe batches (and as many scored ones): every probe batch of the run's
-        selections, the probes ElasticTrainer makes over a run."""
-        return self.context.config.probe_batches * self.periods
+        """The look's probe batches (and as many scored ones) in this run (look_batches_for)."""
+        return self.look_batches_for(self.context.config, self.periods)
 
     def importance(self) -> np.ndarray:
         if self.look is None:  # the one look: every probe batch of the run's selections at once
@@ -437,6 +461,10 @@ class LeanAnchoredTraining(ThriftyAnchoredTraining):
 
     train_type = "lean_anchored_training"
 
+    @classmethod
+    def check_data(cls, config, steps_per_epoch: int, validation_images: Optional[int]) -> None:
+        """Nothing to refuse: the look reads no validation image."""
+
     def scored_batches(self, count: Optional[int] = None) -> List:
         return self.probe_batches(count)
 
@@ -535,18 +563,8 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
 
     @classmethod
     def check_flags(cls, args) -> None:
-        if args.look_batches is None:
-            return
-        if args.look_batches < 1:
+        if args.look_batches is not None and args.look_batches < 1:
             raise UserError(f"--look_batches is a number of batches, at least 1, not {args.look_batches}")
-        mode, fraction = data.resolve_validation(args.validation, args.val_fraction, args.dataset_name, args.data_dir)
-        images = data.split_examples(args.dataset_name, "validation", args.data_dir, fraction) if mode != "none" else None
-        if images is not None and args.look_batches * args.batch_size > images:
-            full = images // args.batch_size
-            fix = f"use --look_batches {full} or fewer" if full else "use a smaller --batch_size"
-            raise UserError(f"--look_batches {args.look_batches} scores the look on {args.look_batches} validation "
-                            f"batches of {args.batch_size}, but {args.dataset_name}'s validation split has {images} "
-                            f"images ({full} full batches), so some would be scored twice; {fix}")
 
     @classmethod
     def run_name_parts(cls, args) -> List[str]:
@@ -556,8 +574,14 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
     def share(cls, rho_mode: str) -> float:
         return OPEN_EXACT_SHARE if rho_mode == "exact" else WHOLE_STAGE_SHARE
 
-    def look_count(self) -> int:
-        return self.context.config.scheme_options.get("look_batches") or super().look_count()
+    @classmethod
+    def look_batches_for(cls, config, selections: int) -> int:
+        return config.scheme_options.get("look_batches") or super().look_batches_for(config, selections)
+
+    @classmethod
+    def look_advice(cls, config, full: int) -> str:
+        given = config.scheme_options.get("look_batches")
+        return f"use --look_batches {full} or fewer" if given else super().look_advice(config, full)
 
     def __init__(self, context: Context):
         super().__init__(context)

@@ -151,6 +151,12 @@ class Scheme:
         """UserError when the scheme cannot run on this model with these flags (called before the
         run writes anything)."""
 
+    @classmethod
+    def check_data(cls, config: "TrainConfig", steps_per_epoch: int, validation_images: Optional[int]) -> None:
+        """UserError when the scheme cannot run on this data: `steps_per_epoch` full training
+        batches and `validation_images` in the validation split (None: none, or not known); called
+        once the data is ready, before the run writes anything."""
+
     def initial_mask(self, model: tf.keras.Model) -> np.ndarray:
         return np.ones(len(model.trainable_weights), np.uint8)
 
@@ -222,16 +228,25 @@ class BudgetedScheme(Scheme):
         self.controller.check_memory(mask)
 
 
+def interval_steps(interval: float, steps_per_epoch: int) -> int:
+    """Steps between two selections: `interval` epochs, at least one step."""
+    return max(1, round(interval * steps_per_epoch))
+
+
+def run_selections(num_epochs: int, interval: float, steps_per_epoch: int) -> int:
+    """Selections a whole run makes, one every interval_steps from step 0."""
+    return max(1, math.ceil(num_epochs * steps_per_epoch / interval_steps(interval, steps_per_epoch)))
+
+
 class PeriodicScheme(BudgetedScheme):
     """A budgeted scheme that starts from the classifier alone and re-selects every `--interval`
     epochs; its steps' times close the controller's loop, and a checkpoint keeps both."""
 
     def __init__(self, context: Context):
         super().__init__(context)
-        self.interval_steps = max(1, round(context.config.interval * context.steps_per_epoch))
+        self.interval_steps = interval_steps(context.config.interval, context.steps_per_epoch)
         self.selections = 0  # made so far in the run
-        total_steps = context.config.num_epochs * context.steps_per_epoch
-        self.periods = max(1, math.ceil(total_steps / self.interval_steps))  # selections a whole run makes
+        self.periods = run_selections(context.config.num_epochs, context.config.interval, context.steps_per_epoch)
 
     def initial_mask(self, model):
         return classifier_mask(model)

@@ -276,8 +276,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     add_distribution_flags(parser, by_seed=True)
     parser.add_argument("--output", default=None,
                         help="table: markdown file to write (default: results/study/<model>_<input>/"
-                             "<plan>.md, kept in git with a copy of the figure, which goes to "
-                             "figures/study_<plan>_<model>.png and .pdf)")
+                             "<plan>.md, kept in git with a copy of the figure; with --output that table "
+                             "and that copy stay as they are). The figure itself goes to "
+                             "figures/study_<plan>_<model>.png and .pdf")
     return parser.parse_args(argv)
 
 
@@ -385,9 +386,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 footer=shards if manifests else "")
     if shards and not manifests:
         print(shards)
-    shutil.copyfile(figure, directory + ".png")
-    if args.plan == "depth" and os.path.exists(by_depth):  # the accuracy-by-depth figure, kept in git
-        shutil.copyfile(by_depth, directory + "_by_depth.png")
+    if not args.output:  # the copies kept in git go with the table kept in git; --output leaves both alone
+        shutil.copyfile(figure, directory + ".png")
+        if args.plan == "depth" and os.path.exists(by_depth):  # the accuracy-by-depth figure
+            shutil.copyfile(by_depth, directory + "_by_depth.png")
     return 0
 
 

@@ -659,12 +659,6 @@ def test_look_batches_goes_with_the_seventeenth_alone_and_counts_batches(tmp_pat
     assert cli.resolve_config(cli.parse_args(flags)).scheme_options == {"look_batches": None}
     with pytest.raises(UserError, match="at least 1, not 0"):
         cli.resolve_config(cli.parse_args(flags + ["--look_batches", "0"]))
-    # the validation split holds 20 new images a class, 1 280: 40 full batches of 32, no more
-    assert cli.resolve_config(cli.parse_args(flags + ["--look_batches", "40"])).scheme_options == {"look_batches": 40}
-    with pytest.raises(UserError, match="has 1280 images \\(40 full batches\\).*use --look_batches 40 or fewer"):
-        cli.resolve_config(cli.parse_args(flags + ["--look_batches", "41"]))
-    without = [flag for flag in flags if flag not in ("--validation", "fresh")] + ["--validation", "none"]
-    assert cli.resolve_config(cli.parse_args(without + ["--look_batches", "41"])).validation == "none"
     from checkpoints import config_differences
     before = {"scheme_options": {}}  # a checkpoint of the seventeenth made before the flag existed
     assert config_differences(before, {"scheme_options": {"look_batches": None}}) == []
@@ -672,6 +666,39 @@ def test_look_batches_goes_with_the_seventeenth_alone_and_counts_batches(tmp_pat
     flags[flags.index("open_loop_anchored_training")] = "elastic_training"
     with pytest.raises(UserError, match="--look_batches N goes with --train_type open_loop_anchored_training"):
         cli.resolve_config(cli.parse_args(flags + ["--look_batches", "12"]))
+
+
+def test_the_look_must_fit_the_validation_split_by_its_own_count_or_the_runs_selections():
+    import dataclasses
+    from schemes.base import run_selections
+    from test_train import config
+    from utils import UserError
+    seventeenth, lean = schemes.SCHEMES["open_loop_anchored_training"], schemes.SCHEMES["lean_anchored_training"]
+    assert (run_selections(12, 4.0, 27), run_selections(12, 1.0, 27), run_selections(1, 0.01, 27)) == (3, 12, 27)
+    study = config(train_type="open_loop_anchored_training", batch_size=32, num_epochs=12, interval=4.0)
+    given = lambda count: dataclasses.replace(study, scheme_options={"look_batches": count})  # noqa: E731
+    longer = dataclasses.replace(study, num_epochs=48, interval=1.0)  # 48 selections, one probe batch each
+    seventeenth.check_data(study, 27, 1280)  # the study's look of 3; 1 280 images are 40 full batches of 32
+    seventeenth.check_data(given(40), 27, 1280)
+    with pytest.raises(UserError, match="1280 images \\(40 full batches\\).*use --look_batches 40 or fewer"):
+        seventeenth.check_data(given(41), 27, 1280)
+    with pytest.raises(UserError, match="the look scores 48 validation batches.*a larger --interval"):
+        seventeenth.check_data(longer, 27, 1280)
+    with pytest.raises(UserError, match="\\(0 full batches\\).*use a smaller --batch_size"):
+        seventeenth.check_data(study, 27, 20)
+    seventeenth.check_data(given(41), 27, None)  # no validation split: the look scores training batches
+    lean.check_data(longer, 27, 1280)  # its look reads no validation image
+
+
+def test_a_look_longer_than_the_validation_split_is_refused_before_anything_is_written(workdir, tfds_dir, capsys):
+    import os
+    from conftest import run_main
+    logdir = os.path.join(workdir, "logs_long_look")  # embedded_shapes: 1 280 validation images, 20 batches of 64
+    assert run_main(workdir, tfds_dir, "--train_type", "open_loop_anchored_training", "--look_batches", "21",
+                    "--rho", "0.7", "--rho_mode", "exact", "--logdir", logdir) == 2
+    assert "(20 full batches), so some would be scored twice; use --look_batches 20 or fewer" in capsys.readouterr().err
+    assert [files for _, _, files in os.walk(logdir) if files] == []  # no file, no run folder
+    assert os.listdir(logdir) == []
 
 
 def test_the_selection_record_reads_each_selections_scalars_from_the_event_logs(tmp_path):
