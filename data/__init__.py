@@ -159,19 +159,14 @@ def num_classes(dataset_name: str, data_dir: Optional[str] = None) -> int:
 
 def split_examples(dataset_name: str, split: str, data_dir: Optional[str] = None,
                    val_fraction: float = 0.0) -> Optional[int]:
-    """Examples in `split` ("validation": the carved part when `val_fraction` > 0), without
-    preparing the dataset: from its info when prepared (or an image folder), from its config when
-    embedded; None when not known before a download."""
-    builder = _builder(dataset_name, data_dir)
+    """Examples in `split` ("validation": the carved part when `val_fraction` > 0) of a dataset,
+    prepared first if it is not yet (prepare); None when it has no such split."""
+    splits = prepare(dataset_name, data_dir).info.splits
     stored = "train" if split == VALIDATION and val_fraction > 0 else split
-    if isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared():
-        total = int(builder.info.splits[stored].num_examples) if stored in builder.info.splits else None
-    elif isinstance(builder, (embedded_parts.EmbeddedParts, embedded_shapes.EmbeddedShapes)):
-        per_class = embedded_shapes.split_sizes(builder.builder_config).get(stored)
-        total = None if per_class is None else per_class * int(builder.info.features["label"].num_classes)
-    else:
+    if stored not in splits:
         return None
-    return carved_count(total, split, val_fraction) if total is not None and val_fraction > 0 else total
+    total = int(splits[stored].num_examples)
+    return carved_count(total, split, val_fraction) if val_fraction > 0 else total
 
 
 def resolve_num_classes(dataset_name: str, requested: Optional[int],

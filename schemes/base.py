@@ -154,7 +154,7 @@ class Scheme:
     @classmethod
     def check_data(cls, config: "TrainConfig", steps_per_epoch: int, validation_images: Optional[int]) -> None:
         """UserError when the scheme cannot run on this data: `steps_per_epoch` full training
-        batches and `validation_images` in the validation split (None: none, or not known); called
+        batches and `validation_images` in the validation split (None: no validation split); called
         once the data is ready, before the run writes anything."""
 
     def initial_mask(self, model: tf.keras.Model) -> np.ndarray:
