@@ -26,7 +26,7 @@ from energy import Meter
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
 from train_step import StepCache, allocator_mb, make_optimizer, preserved_state, reset_peak, wall_time_samples
-from utils import UserError, overhead_share
+from utils import MIX_BATCHES, UserError, class_mix, overhead_share
 
 # ------------------------------------------------------------------------------------- loop
 
@@ -237,6 +237,7 @@ class Loop:
         self.best_unsaved = False  # best_weights changed since the last checkpoint
         self.last_checkpoint = time.perf_counter()  # when this session last wrote a checkpoint
         self.setup_seconds = 0.0
+        self.first_labels: Optional[List[np.ndarray]] = []  # labels of the first batches (utils.class_mix)
 
     def start(self, resume: bool, evaluation: Sequence[tf.data.Dataset] = (),
               process_start: Optional[float] = None) -> None:
@@ -408,6 +409,10 @@ class Loop:
                 self.close_memory_phase(None)
             self.reselect_if_due()
             self.train_step(images, labels, totals, previous_end)
+            if self.first_labels is not None:
+                self.first_labels.append(labels.numpy())
+                if len(self.first_labels) == MIX_BATCHES:
+                    self.report_class_mix()
             bar.set_postfix(loss=f"{totals['loss_sum'] / totals['seen']:.3f}",
                             acc=f"{totals['correct'] / totals['seen']:.3f}", refresh=False)
             state.train_seconds = clock.seconds()
@@ -423,12 +428,26 @@ class Loop:
                                                f"{state.position}/{self.steps_per_epoch}); checkpoint {path}")
             previous_end = time.perf_counter()
         state.train_seconds = clock.seconds()  # with the epoch's tail
+        if self.first_labels:  # an epoch shorter than MIX_BATCHES
+            self.report_class_mix()
         if self.meter:  # the device's energy over this segment of the epoch's steps
             totals["energy_joules"] = totals.get("energy_joules", 0.0) + self.meter.joules() - joules_before
             totals["energy_steps"] = totals.get("energy_steps", 0) + state.position - steps_before
         bar.close()
         state.step_ms += totals["step_ms"]
         return totals
+
+    def report_class_mix(self) -> None:
+        """Say once what classes the first batches this session trained on hold, and warn when their
+        order looks class-sorted (utils.class_mix): such a pipeline would train, and learn little."""
+        sentence, sorted_looking = class_mix(self.first_labels, self.config.num_classes)
+        self.first_labels = None
+        if sorted_looking:
+            logging.warning("%s: the training order looks class-sorted; a training pipeline must shuffle the "
+                            "whole split (data.load_epochs does) or this run learns one class after another",
+                            sentence)
+        else:
+            logging.info("%s", sentence)
 
     def evaluate_epoch(self, test_data: Optional[tf.data.Dataset],
                        val_data: Optional[tf.data.Dataset]) -> Dict[str, float]:

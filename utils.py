@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import platform
 import sys
@@ -170,3 +171,32 @@ def reported_accuracy_name(summary: dict) -> str:
 def reported_accuracy(summary: dict) -> float:
     """The value of `reported_accuracy_name(summary)`."""
     return summary[reported_accuracy_name(summary)]
+
+
+MIX_BATCHES = 4  # the first training batches whose classes the loop counts (class_mix)
+
+
+def class_mix(labels: Sequence[Sequence[int]], num_classes: int) -> "tuple[str, bool]":
+    """What the first training batches hold, and whether their order looks class-sorted.
+
+    Args:
+        labels: the labels of a run's first training batches, one sequence a batch.
+        num_classes: the classes of the task.
+    Returns:
+        (one sentence for the log, True when examples drawn at random from a balanced split would
+        fall in so few classes with a chance below one in a million: a pipeline that reads a
+        class-sorted split unshuffled, or shuffles it in too small a buffer, trains on one class
+        after another and learns little). The chance is bounded by C(num_classes, seen) *
+        (seen / num_classes) ** draws, the union over every set of `seen` classes holding them all.
+    """
+    flat = [int(label) for batch in labels for label in batch]
+    seen, draws = len(set(flat)), len(flat)
+    expected = num_classes * (1.0 - (1.0 - 1.0 / num_classes) ** draws) if num_classes > 0 else 0.0
+    per_batch = sum(len({int(label) for label in batch}) for batch in labels) / max(len(labels), 1)
+    sentence = (f"the first {len(labels)} training batches ({draws} examples) hold {seen} of {num_classes} "
+                f"classes, {per_batch:.1f} a batch (a shuffled balanced split: about {expected:.1f})")
+    if not 0 < seen < num_classes:
+        return sentence, False
+    log_chance = (math.lgamma(num_classes + 1) - math.lgamma(seen + 1) - math.lgamma(num_classes - seen + 1)
+                  + draws * math.log(seen / num_classes))
+    return sentence, log_chance < math.log(1e-6)

@@ -260,7 +260,11 @@ def _examples(dataset_name: str, split: str, input_size: int, data_dir: Optional
         raise UserError(f"{dataset_name} has no validation split of its own: carve one with --val_fraction > 0")
     stored = "train" if split == VALIDATION and val_fraction > 0 else split
     carve = stored == "train" and val_fraction > 0
-    dataset = builder.as_dataset(split=stored, shuffle_files=training and not carve, as_supervised=True,
+    # TFDS's ImageFolder ignores read_config and shuffles its files with no seed, so with
+    # shuffle_files its order (and a run's batches) would change from process to process whatever
+    # --seed says; its stored order is already a fixed shuffle, and ours below is seeded.
+    shuffle_files = training and not carve and not isinstance(builder, tfds.folder_dataset.ImageFolder)
+    dataset = builder.as_dataset(split=stored, shuffle_files=shuffle_files, as_supervised=True,
                                  read_config=tfds.ReadConfig(shuffle_seed=seed,
                                                              shuffle_reshuffle_each_iteration=not same_file_order))
     examples = int(builder.info.splits[stored].num_examples) if stored in builder.info.splits else 0

@@ -364,3 +364,49 @@ def test_parts_renderer_is_deterministic_and_registered():
     assert not np.array_equal(first, other)
     assert data.num_classes("embedded_parts") == 64 and data.num_classes("embedded_parts_source") == 56
     assert data.num_classes("embedded_parts_seed2") == 64
+
+
+def _identity_folder(root, classes=("ant", "bee", "cat", "dog"), sizes=(("train", 8), ("validation", 2), ("test", 2))):
+    """An image folder whose images say who they are: solid colour (split, class, index), class
+    folders named by words so their sorted order is the label order."""
+    for split_id, (split, count) in enumerate(sizes):
+        for label, name in enumerate(classes):
+            folder = root / split / name
+            folder.mkdir(parents=True)
+            for index in range(count):
+                pixels = tf.constant([[[40 * split_id, 50 * label, 10 * index]]], tf.uint8) * tf.ones((16, 16, 3), tf.uint8)
+                (folder / f"{index:03d}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+    return str(root)
+
+
+def _who(images, labels):
+    """(split id, class from the pixels, index, label) of every image of a batch."""
+    pixels = images.numpy()[:, 0, 0, :].round().astype(int)
+    return [(r // 40, g // 50, b // 10, int(y)) for (r, g, b), y in zip(pixels, labels.numpy())]
+
+
+def test_an_image_folder_with_validation_trains_on_shuffled_batches_of_every_train_image(tmp_path):
+    """Issue 53: the training split of a folder with its own validation/ is read whole, once an
+    epoch, in mixed batches whose labels are the folder names', and in an order of --seed alone."""
+    root = _identity_folder(tmp_path)
+    assert data.resolve_validation("auto", 0.1, "image_folder", root) == ("fresh", 0.0)
+    orders = []
+    for _ in range(2):  # the pipeline built twice in one process: the same seed, the same batches
+        epochs = data.load_epochs("image_folder", 8, 16, root, seed=3)
+        order = []
+        for epoch in range(2):
+            batches = [_who(images, labels) for images, labels in epochs.epoch(epoch)]
+            seen = [(split, cls, index) for batch in batches for split, cls, index, _ in batch]
+            assert sorted(seen) == [(0, c, i) for c in range(4) for i in range(8)]  # every train/ image once
+            assert all(cls == label for batch in batches for _, cls, _, label in batch)
+            assert all(len({label for *_, label in batch}) >= 2 for batch in batches)  # mixed, as shuffled
+            order.append(seen)
+        assert order[0] != order[1]  # reshuffled every epoch
+        orders.append(order)
+    assert orders[0] == orders[1]
+    other = data.load_epochs("image_folder", 8, 16, root, seed=4)
+    assert [w[:3] for images, labels in other.epoch(0) for w in _who(images, labels)] != orders[0][0]
+    for split_id, split in ((1, "validation"), (2, "test")):
+        who = [w for images, labels in data.load("image_folder", split, 4, 16, root) for w in _who(images, labels)]
+        assert sorted(w[:3] for w in who) == [(split_id, c, i) for c in range(4) for i in range(2)]
+        assert all(cls == label for _, cls, _, label in who)

@@ -643,3 +643,18 @@ def test_model_selection_takes_the_first_epoch_of_best_validation_accuracy():
     without = [{key: value for key, value in entry.items() if key != "val_accuracy"} for entry in history]
     assert train.selected_epoch(without) == {"best_val_epoch": None, "best_val_accuracy": None,
                                              "test_accuracy_at_best_val": None}
+
+
+@pytest.mark.parametrize("sorted_order", [True, False])
+def test_the_loop_reports_the_first_batches_classes_and_warns_on_a_class_sorted_order(tmp_path, caplog, sorted_order):
+    """Issue 53's guard: a class-sorted pipeline cannot reach training unnoticed."""
+    shuffled = tiny_data()
+    one_class = shuffled.map(lambda images, labels: (images, tf.zeros_like(labels)))  # as a sorted split's start
+    outputs = RunOutputs(str(tmp_path), "mix", "tiny", 3, 16)
+    with caplog.at_level("INFO"):
+        train.train(config(logdir=str(tmp_path)), tiny_model(), one_class if sorted_order else shuffled, tiny_data(),
+                    4, outputs)
+    said = [record for record in caplog.records if "training batches (32 examples) hold" in record.getMessage()]
+    assert len(said) == 1  # once, at the start
+    assert ("looks class-sorted" in said[0].getMessage()) == sorted_order
+    assert said[0].levelname == ("WARNING" if sorted_order else "INFO")

@@ -5,8 +5,10 @@ import argparse
 import os
 import stat
 
+import numpy as np
 import pytest
 
+import utils
 from utils import UserError, atomic_path, atomic_write_json, read_json, run_cli, str2bool
 
 
@@ -74,3 +76,16 @@ def test_a_run_records_its_code_commit_and_dirty_means_code_not_results(tmp_path
     (tmp_path / "code.py").write_text("x = 2\n")
     assert run_outputs.code_state(str(tmp_path))["code_dirty"] is True
     assert run_outputs.code_state(str(tmp_path / "results")) == {"code_commit": state["code_commit"], "code_dirty": True}
+
+
+def test_class_mix_flags_a_class_sorted_order_and_passes_a_shuffled_one():
+    sorted_order = [[0] * 8, [0] * 8, [1] * 8, [1] * 8]  # 20 classes, read class by class
+    sentence, flagged = utils.class_mix(sorted_order, 20)
+    assert flagged and "hold 2 of 20 classes, 1.0 a batch" in sentence
+    rng = np.random.default_rng(0)
+    shuffled = [rng.integers(0, 20, 8) for _ in range(4)]
+    sentence, flagged = utils.class_mix(shuffled, 20)
+    assert not flagged and f"hold {len(set(np.concatenate(shuffled)))} of 20" in sentence
+    assert utils.class_mix([[0, 1], [1, 0]], 2)[1] is False  # two classes: both seen
+    assert utils.class_mix([[1] * 8] * 4, 2)[1] is True  # 32 draws of one class of two: 2 ** -31
+    assert utils.class_mix([[1] * 4] * 2, 2)[1] is False  # 8 draws: 1 in 128, not yet telling
