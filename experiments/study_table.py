@@ -238,8 +238,10 @@ def learning_rate_groups(groups: Dict[str, List[Dict]]) -> Dict[str, Dict[str, L
 
 
 def write_table(plan: str, model_name: str, directory: str, output: Optional[str], figure_path: str,
-                appendix: Optional[Callable[[Dict[str, List[Dict]], List[Dict]], str]] = None, footer: str = "") -> int:
-    """Print the table of a study's results, write it to `output` (if given), draw the figure.
+                appendix: Optional[Callable[[Dict[str, List[Dict]], List[Dict]], str]] = None, footer: str = "",
+                runs_csv: Optional[str] = None) -> int:
+    """Print the table of a study's results, write it to `output` (if given), draw the figure, and
+    write a row per run to `runs_csv` (default: runs.csv in `directory`, beside the results).
 
     The calibration plan gets one table per learning rate, each against full training at that rate.
     `appendix(groups, rows)`, when given, adds a section below the table (the depth and regime
@@ -273,6 +275,7 @@ def write_table(plan: str, model_name: str, directory: str, output: Optional[str
         table += "\n\n" + footer + "\n"
     if output:
         atomic_write_text(output, table)
-    write_runs_csv(groups, os.path.join(directory, "runs.csv"))
-    print(f"runs: {os.path.join(directory, 'runs.csv')} (one row a run)")
+    runs_csv = runs_csv or os.path.join(directory, "runs.csv")
+    write_runs_csv(groups, runs_csv)
+    print(f"runs: {runs_csv} (one row a run)")
     return 0

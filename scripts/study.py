@@ -276,9 +276,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     add_distribution_flags(parser, by_seed=True)
     parser.add_argument("--output", default=None,
                         help="table: markdown file to write (default: results/study/<model>_<input>/"
-                             "<plan>.md, kept in git with a copy of the figure; with --output that table "
-                             "and that copy stay as they are). The figure itself goes to "
-                             "figures/study_<plan>_<model>.png and .pdf")
+                             "<plan>.md, kept in git with a copy of the figure and the runs' runs.csv; with "
+                             "--output those stay as they are, and the runs' CSV goes beside it as "
+                             "<name>_runs.csv). The figure itself goes to figures/study_<plan>_<model>.png and .pdf")
     return parser.parse_args(argv)
 
 
@@ -383,7 +383,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     manifests = load_manifests(directory)
     _, shards = report(planned, finished, manifests)
     write_table(args.plan, args.model_name, directory, args.output or directory + ".md", figure, appendix,
-                footer=shards if manifests else "")
+                footer=shards if manifests else "",  # --output: the runs' CSV beside it, the committed one untouched
+                runs_csv=os.path.splitext(args.output)[0] + "_runs.csv" if args.output else None)
     if shards and not manifests:
         print(shards)
     if not args.output:  # the copies kept in git go with the table kept in git; --output leaves both alone

@@ -766,6 +766,32 @@ def test_the_frontier_table_is_not_rewritten_without_the_logs_its_selections_com
     study.check_selections_kept("mobilenetv2", str(results))  # the logs are here: nothing to refuse
 
 
+def test_table_output_writes_only_where_it_is_told_and_leaves_the_record_alone(tmp_path, monkeypatch):
+    record = tmp_path / "results" / "study" / "parts_mobilenetv2_64"
+    results = record / "frontier"
+    results.mkdir(parents=True)
+    write_results(results, [summary("full_training", 0, [0.5, 0.8], 10.0),
+                            summary("elastic_training_rho0.7_exact", 0, [0.5, 0.7], 6.0)])
+    for name, text in (("frontier.md", "the committed table\n"), ("frontier.png", "the committed figure"),
+                       ("frontier/runs.csv", "the committed runs\n")):
+        (record / name).write_text(text)
+
+    def snapshot():
+        return {str(path.relative_to(tmp_path)): path.read_bytes() for path in (tmp_path / "results").rglob("*")
+                if path.is_file()}
+
+    before = snapshot()
+    monkeypatch.setattr(study, "ROOT", str(tmp_path))
+    elsewhere = tmp_path / "mine" / "frontier.md"
+    elsewhere.parent.mkdir()
+    assert study.main(["table", "frontier", "--task", "parts", "--output", str(elsewhere)]) == 0
+    assert snapshot() == before  # nothing under results/ written, added or removed
+    assert elsewhere.read_text().startswith("| run |")
+    rows = (tmp_path / "mine" / "frontier_runs.csv").read_text().splitlines()  # the runs' CSV beside the table
+    assert rows[0].startswith("config_name,") and len(rows) == 3
+    assert sorted(os.listdir(tmp_path / "mine")) == ["frontier.md", "frontier_runs.csv"]
+
+
 def test_the_judging_rule_marks_each_clause_on_a_draw():
     from experiments import study_frontier
 
