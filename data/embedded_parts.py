@@ -24,7 +24,7 @@ import tensorflow_datasets as tfds
 from data import parts_render
 from data.embedded_shapes import split_sizes
 
-TASK_SEEDS = (0, 1, 2, 3, 4)  # target configs: "target" (seed 0), "target_seed1" ... "target_seed4"
+TASK_SEEDS = (0, 1, 2, 3, 4, 5, 6)  # target configs: "target" (seed 0), "target_seed1" ... "target_seed6"
 
 
 @dataclasses.dataclass

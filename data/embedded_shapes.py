@@ -48,7 +48,7 @@ class EmbeddedShapesConfig(tfds.core.BuilderConfig):
         return source if self.task == "source" else target
 
 
-TASK_SEEDS = (0, 1, 2)  # target configs: "target" (seed 0), "target_seed1", "target_seed2"
+TASK_SEEDS = (0, 1, 2, 3)  # target configs: "target" (seed 0), "target_seed1" ... "target_seed3"
 
 
 def target_config_name(task_seed: int) -> str:

@@ -192,15 +192,17 @@ def test_source_and_target_tasks_are_disjoint():
     assert sorted(np.unique([genus(s) for s in target], axis=0, return_counts=True)[1]) == [8] * 8
 
 
-def test_the_twelfth_candidates_judging_draws_are_new_classes():
-    """parts task seeds 3 and 4 and shapes task seed 2 (the twelfth's judging draws) label classes
-    no earlier draw has."""
-    parts = {seed: set(parts_render.target_species(seed)) for seed in range(5)}
-    for new in (3, 4):
-        assert len(parts[new]) == 64 and all(parts[new].isdisjoint(parts[old]) for old in range(5) if old != new)
-    shapes = {seed: set(shapes_render.make_taxonomy(0, 20, 5, 8, 8, task_seed=seed)[1]) for seed in range(3)}
-    assert len(shapes[2]) == 64 and shapes[2].isdisjoint(shapes[0]) and shapes[2].isdisjoint(shapes[1])
-    assert {"embedded_parts_seed3", "embedded_parts_seed4", "embedded_shapes_seed2"} <= set(data.DATASETS)
+def test_the_judging_draws_are_new_classes():
+    """parts task seeds 3 and 4 and shapes task seed 2 (the twelfth's judging draws), and parts seeds
+    5 and 6 and shapes seed 3 (issue 54's), label classes no other draw has."""
+    parts = {seed: set(parts_render.target_species(seed)) for seed in range(7)}
+    for new in (3, 4, 5, 6):
+        assert len(parts[new]) == 64 and all(parts[new].isdisjoint(parts[old]) for old in range(7) if old != new)
+    shapes = {seed: set(shapes_render.make_taxonomy(0, 20, 5, 8, 8, task_seed=seed)[1]) for seed in range(4)}
+    for new in (2, 3):
+        assert len(shapes[new]) == 64 and all(shapes[new].isdisjoint(shapes[old]) for old in range(4) if old != new)
+    assert {"embedded_parts_seed3", "embedded_parts_seed4", "embedded_shapes_seed2", "embedded_parts_seed5",
+            "embedded_parts_seed6", "embedded_shapes_seed3"} <= set(data.DATASETS)
 
 
 def test_a_second_draw_of_the_shapes_target_keeps_the_source_and_its_design():
