@@ -23,7 +23,7 @@ selection cannot (RotatingAnchoredTraining).
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -31,90 +31,19 @@ import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
 from models.blocks import resolution_stages
 from schemes.base import Context, run_selections
+from schemes.gain_stage import fill_above, nearest_window, reach_from, stage_sums, weighted_median_ms
+from schemes.gain_stage import gaining_stage as anchor_of
+from schemes.gain_stage import nothing_below as above_anchor
+from schemes.gain_stage import stage_first_scores as anchored_scores
 from schemes.time_budget import StepTimeController
 from schemes.window import HeldOutWindowElasticTraining
 from utils import UserError
-
-
-def stage_sums(importance: np.ndarray, block_of: np.ndarray, stages: Sequence[Tuple[int, int]]) -> List[float]:
-    """Each stage's total importance (its blocks' tensors; `block_of` as window.block_of_tensors)."""
-    return [float(importance[(block_of >= first) & (block_of < stop)].sum()) for first, stop in stages]
-
-
-def anchor_of(sums: Sequence[float]) -> int:
-    """The stage with the largest positive total; the last stage when none is positive."""
-    best = int(np.argmax(sums))
-    return best if sums[best] > 0 else len(sums) - 1
-
-
-def anchored_scores(block_of: np.ndarray, first: int, stop: int) -> np.ndarray:
-    """Per-tensor scores under which the best window selection (select_window) holds as many
-    tensors of blocks first..stop-1 (the anchor) as fit, then as many above them as fit, and no
-    tensor of a block below: any anchor tensor outweighs every tensor above it together, and any
-    tensor below costs more than the rest can bring. The classifier (block -1) scores 0."""
-    count = len(block_of)
-    scores = np.zeros(count)
-    scores[block_of >= stop] = 1.0
-    scores[(block_of >= first) & (block_of < stop)] = count + 1.0
-    scores[(block_of >= 0) & (block_of < first)] = -(count + 1.0) ** 2
-    return scores
-
-
-def nearest_window(select: Callable[[np.ndarray], np.ndarray], block_of: np.ndarray, first: int,
-                   stop: int) -> np.ndarray:
-    """The window (from `select`, scores -> mask) holding as much of blocks first..stop-1 as fits, as
-    anchored_scores ranks; when none of them fits, the window whose first block is the lowest above
-    them that fits, with as many tensors above it as fit. Nothing below the block it starts at; all
-    zeros when no window above `first` fits."""
-    for low, high in [(first, stop)] + [(block, block + 1) for block in range(stop, int(block_of.max()) + 1)]:
-        mask = above_anchor(select(anchored_scores(block_of, low, high)), block_of, low)
-        if (mask.astype(bool) & (block_of >= low) & (block_of < high)).any():
-            return mask
-    return np.zeros(len(block_of), np.uint8)
-
-
-def fill_above(mask: np.ndarray, t_dw_ms: np.ndarray, room_ms: float) -> np.ndarray:
-    """`mask` (forward order) plus, from just above its deepest tensor upward, every untrained tensor
-    whose weight gradient still fits in `room_ms`, first come first taken: above the deepest
-    trained tensor the backward pass already runs, so a tensor there costs its t_dw alone."""
-    filled = mask.copy()
-    trained = np.flatnonzero(mask)
-    if not len(trained):
-        return filled
-    for index in range(int(trained[0]) + 1, len(mask)):
-        if not filled[index] and t_dw_ms[index] <= room_ms:
-            filled[index] = 1
-            room_ms -= t_dw_ms[index]
-    return filled
 
 
 def still_spends(predicted_ms: float, target_ms: float, share: float) -> bool:
     """Whether a selection predicted to take `predicted_ms` a step fits a step-time target of
     `target_ms` and spends at least `share` of it."""
     return share * target_ms <= predicted_ms <= target_ms
-
-
-def reach_from(block_of: np.ndarray, first: int) -> np.ndarray:
-    """Every tensor from block `first`'s first one (forward order) up, the classifier included:
-    the contiguous top that reaches block `first`."""
-    mask = np.zeros(len(block_of), np.uint8)
-    mask[int(np.flatnonzero(block_of == first)[0]):] = 1
-    return mask
-
-
-def weighted_median_ms(samples: Dict[str, Sequence[float]]) -> float:
-    """Each kind's median step time weighted by its share of the steps (nan without steps)."""
-    total = sum(len(times) for times in samples.values())
-    if not total:
-        return float("nan")
-    return sum(len(times) * float(np.median(times)) for times in samples.values() if len(times)) / total
-
-
-def above_anchor(mask: np.ndarray, block_of: np.ndarray, first: int) -> np.ndarray:
-    """`mask`, or all zeros when it trains a block below block `first` (when only windows below the
-    anchor fit, the anchored scores still rank them: none of them is taken)."""
-    below = (block_of >= 0) & (block_of < first)
-    return np.zeros_like(mask) if (mask.astype(bool) & below).any() else mask
 
 
 class AnchoredWindowTraining(HeldOutWindowElasticTraining):
@@ -546,29 +475,6 @@ class OpenLoopAnchoredTraining(WholeStageAnchoredTraining):
     ElasticTrainer's probes over a run."""
 
     train_type = "open_loop_anchored_training"
-
-    @classmethod
-    def add_flags(cls, flag) -> None:
-        if cls is not OpenLoopAnchoredTraining:  # a flag belongs to one scheme
-            return
-        flag("--look_batches", type=int, default=None, metavar="N",
-             help="the look's probe batches and validation batches: one update on the mean gradient of N "
-                  "training batches, scored by the mean gradient of N validation batches after it (at most the "
-                  "validation split's full batches: 40 on the embedded targets at batch size 32). Default: "
-                  "--probe_batches x the run's selections (3 at the study's protocol), the probes "
-                  "ElasticTrainer makes over a run, so that the look costs what they cost. A larger look names "
-                  "the stage where the gain lives more reliably and costs more, once a run: 12 added 1.0-1.7 s of "
-                  "selection overhead on a 2-core CPU (docs/benchmarks/regime_and_depth.md, \"A reliable look on "
-                  "the seen draws\")")
-
-    @classmethod
-    def check_flags(cls, args) -> None:
-        if args.look_batches is not None and args.look_batches < 1:
-            raise UserError(f"--look_batches is a number of batches, at least 1, not {args.look_batches}")
-
-    @classmethod
-    def run_name_parts(cls, args) -> List[str]:
-        return [f"look{args.look_batches}"] if args.look_batches is not None else []
 
     @classmethod
     def share(cls, rho_mode: str) -> float:

@@ -23,20 +23,11 @@ import numpy as np
 import tensorflow as tf
 
 from models import gradient_filter
-from schemes.base import Context, bn_plus_bias_mask, classifier_mask
+from schemes.base import Context, bn_plus_bias_mask
 from schemes.elastic import ElasticTraining
+from schemes.gain_stage import block_of_tensors
 from schemes.heldout import HeldOutElasticTraining
 from utils import UserError
-
-
-def block_of_tensors(model: tf.keras.Model) -> np.ndarray:
-    """Each trainable tensor's block (forward order, counted from the input as --block_range
-    counts), -1 for the classifier and any tensor in no block."""
-    index = {id(variable): number for number, (_, layers) in enumerate(gradient_filter.blocks(model))
-             for layer in layers for variable in layer.trainable_weights}
-    block_of = np.array([index.get(id(variable), -1) for variable in model.trainable_weights], np.int64)
-    block_of[classifier_mask(model) == 1] = -1
-    return block_of
 
 
 class WindowElasticTraining(ElasticTraining):

@@ -10,10 +10,8 @@ import tensorflow as tf
 import schemes
 import selection_solver_DP as solver
 from models.batchnorm import recalibrate_batchnorm
-from models.blocks import resolution_stages
-from schemes.anchored import (KEEP_SHARE, OPEN_EXACT_SHARE, SPEND_SHARE, WHOLE_STAGE_SHARE, RotatingAnchoredTraining, ThriftyAnchoredTraining, above_anchor,
-                              anchor_of, anchored_scores, fill_above, nearest_window, reach_from, stage_sums,
-                              still_spends, thrifty_ratio, weighted_median_ms)
+from schemes.anchored import (KEEP_SHARE, OPEN_EXACT_SHARE, SPEND_SHARE, WHOLE_STAGE_SHARE, RotatingAnchoredTraining,
+                              ThriftyAnchoredTraining, anchor_of, reach_from, stage_sums, still_spends, thrifty_ratio)
 from schemes.heldout import HELD_OUT_BUFFER
 from schemes.time_budget import StepTimeController
 from schemes.window import block_of_tensors
@@ -26,122 +24,6 @@ def looking_context(model, train_type: str, **overrides):
     context = make_context(model, train_type, num_epochs=3, interval=1.0, **overrides)
     context.validation = tiny_data(batches=4, seed=7)
     return context
-
-
-def test_stages_are_runs_of_blocks_with_one_output_size():
-    inputs = tf.keras.Input((16, 16, 3))
-    x = tf.keras.layers.Conv2D(4, 3, padding="same", name="c1")(inputs)
-    x = tf.keras.layers.BatchNormalization(name="n1")(x)
-    x = tf.keras.layers.Conv2D(4, 3, padding="same", name="c2")(x)
-    x = tf.keras.layers.Conv2D(8, 3, strides=2, padding="same", name="c3")(x)
-    x = tf.keras.layers.GlobalAveragePooling2D()(x)
-    model = tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="classifier")(x))
-    assert resolution_stages(model) == [(0, 2), (2, 3)]
-    assert resolution_stages(tiny_model()) == [(0, 1), (1, 2)]  # valid padding: 14x14, then 12x12
-
-
-def test_the_anchor_is_the_stage_with_the_largest_positive_sum():
-    block_of = np.array([0, 0, 1, 2, 2, 3, -1, -1])
-    importance = np.array([0.5, -0.2, 0.1, 0.4, 0.3, -1.0, 9.0, 9.0])
-    sums = stage_sums(importance, block_of, [(0, 1), (1, 3), (3, 4)])
-    assert sums == pytest.approx([0.3, 0.8, -1.0]) and anchor_of(sums) == 1  # the classifier counts for none
-    assert anchor_of([-0.1, -0.3, 0.0]) == 2  # nothing gains: the last stage (the top)
-
-
-def _windows(t_dy, t_dw, block_of, required, budget):
-    """Every window of whole blocks (with `required`) that fits, as (first, stop, mask)."""
-    found = []
-    for first in range(block_of.max() + 1):
-        for stop in range(first + 1, block_of.max() + 2):
-            window = required | ((block_of >= first) & (block_of < stop))
-            if solver.backward_time(t_dy, t_dw, window) <= budget:
-                found.append((first, stop, window))
-    return found
-
-
-@pytest.mark.parametrize("seed", range(30))
-def test_a_window_holds_as_much_of_the_anchor_as_fits_then_as_much_above_and_nothing_below(seed):
-    rng = np.random.default_rng(seed)
-    sizes = rng.integers(1, 4, 5)  # backward order: the classifier, then blocks 4..0 (block 0 nearest the input)
-    block_of = np.concatenate(([-1], np.repeat(np.arange(4, -1, -1), sizes[::-1])))
-    count = len(block_of)
-    t_dy, t_dw = rng.integers(0, 6, count), rng.integers(1, 6, count)
-    required = block_of == -1
-    budget = int(rng.integers(3, int(t_dy.sum() + t_dw.sum()) + 1))
-    first, stop = sorted(rng.choice(5, 2, replace=False) + np.array([0, 1]))
-    _, mask = solver.select_window(t_dy, t_dw, anchored_scores(block_of, first, stop), block_of, required,
-                                   np.zeros(count, bool), budget)
-    chosen = above_anchor(mask, block_of, first).astype(bool)
-    allowed = [window for low, _, window in _windows(t_dy, t_dw, block_of, required, budget) if low >= first]
-    if not allowed:  # only windows below the anchor fit (or none): none is taken
-        assert not chosen.any()
-        return
-    rank = lambda m: (int((m & (block_of >= first) & (block_of < stop)).sum()), int((m & (block_of >= stop)).sum()))  # noqa: E731
-    assert rank(chosen) == max(rank(window) for window in allowed)
-    assert solver.backward_time(t_dy, t_dw, chosen) <= budget
-
-
-@pytest.mark.parametrize("seed", range(30))
-def test_the_nearest_window_starts_as_low_as_fits_when_the_anchor_does_not(seed):
-    rng = np.random.default_rng(100 + seed)
-    sizes = rng.integers(1, 4, 5)  # backward order as above: the classifier, then blocks 4..0
-    block_of = np.concatenate(([-1], np.repeat(np.arange(4, -1, -1), sizes[::-1])))
-    count = len(block_of)
-    t_dy, t_dw = rng.integers(0, 6, count), rng.integers(1, 6, count)
-    required, cheap = block_of == -1, np.zeros(count, bool)
-    budget = int(rng.integers(3, int(t_dy.sum() + t_dw.sum()) + 1))
-    first, stop = sorted(rng.choice(5, 2, replace=False) + np.array([0, 1]))
-    select = lambda scores: solver.select_window(t_dy, t_dw, scores, block_of, required, cheap, budget)[1]  # noqa: E731
-    chosen = nearest_window(select, block_of, first, stop).astype(bool)
-    fitting = [(low, high, window) for low, high, window in _windows(t_dy, t_dw, block_of, required, budget)
-               if low >= first]
-    if not fitting:
-        assert not chosen.any()
-        return
-    assert solver.backward_time(t_dy, t_dw, chosen) <= budget
-    if any(low < stop for low, _, _ in fitting):  # some of the anchor fits: the fifth's window
-        assert (chosen == above_anchor(select(anchored_scores(block_of, first, stop)), block_of, first)).all()
-        return
-    lowest = min(low for low, _, _ in fitting)  # else the lowest start that fits, and the most above it
-    assert chosen[block_of == lowest].all() and not chosen[(block_of >= 0) & (block_of < lowest)].any()
-    assert chosen.sum() == max(int(window.sum()) for low, _, window in fitting if low == lowest)
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_filling_takes_tensors_above_the_deepest_first_come_first_taken_within_the_room(seed):
-    rng = np.random.default_rng(200 + seed)
-    count = 12
-    t_dy, t_dw = rng.uniform(0, 3, count), rng.uniform(0.5, 3, count)  # forward order here
-    mask = (rng.uniform(size=count) < 0.3).astype(np.uint8)
-    room = float(rng.uniform(0, 6))
-    filled = fill_above(mask, t_dw, room)
-    assert (filled >= mask).all()
-    if not mask.any():
-        assert not filled.any()
-        return
-    deepest = int(np.flatnonzero(mask)[0])
-    added = np.flatnonzero(filled & ~mask.astype(bool))
-    assert (added > deepest).all() and t_dw[added].sum() <= room + 1e-9
-    cost = lambda m: solver.backward_time(t_dy[::-1], t_dw[::-1], m[::-1])  # noqa: E731
-    assert cost(filled) == pytest.approx(cost(mask) + t_dw[added].sum())  # the chain is already paid
-    left = room
-    for index in range(deepest + 1, count):  # each tensor left out did not fit when its turn came
-        if filled[index] and not mask[index]:
-            left -= t_dw[index]
-        elif not filled[index]:
-            assert t_dw[index] > left
-
-
-def test_a_window_takes_the_cheap_tensors_above_it_after_the_blocks():
-    """Backward order: classifier, block 2 (a weight, a cheap bias), block 1, block 0 (the anchor)."""
-    block_of = np.array([-1, 2, 2, 1, 0])
-    t_dy, t_dw = np.array([0, 1, 0, 1, 1]), np.array([1, 3, 1, 4, 1])
-    required, cheap = block_of == -1, np.array([0, 0, 1, 0, 0], bool)
-    scores = anchored_scores(block_of, 0, 1)
-    assert math.isclose(scores[4], 6) and scores[0] == 0 and (scores[1:4] == 1).all()
-    # block 0 and the classifier cost 1 + 1 + 2 (the chain) = 4, the bias above 1 more; blocks 0-1 would cost 8
-    _, mask = solver.select_window(t_dy, t_dw, scores, block_of, required, cheap, 7)
-    assert mask.tolist() == [1, 0, 1, 0, 1]
 
 
 def test_the_scheme_looks_once_with_the_runs_probe_batches_and_refits_the_window():
@@ -309,24 +191,6 @@ def test_in_paper_mode_the_steady_scheme_times_no_drift_and_keeps_a_selection_th
         target = scheme.controller.T_fp_ms + scheme.controller.budget_ms()
         assert scheme.controller.predicted_ms(first) < KEEP_SHARE * target
         assert scheme.mask.sum() > first.sum() and scheme.controller.predicted_ms(scheme.mask) <= target
-
-
-def test_the_reach_is_the_contiguous_top_from_a_blocks_first_tensor():
-    block_of = np.array([0, 0, 1, 1, 2, -1, -1])
-    assert reach_from(block_of, 1).tolist() == [0, 0, 1, 1, 1, 1, 1]
-    assert reach_from(block_of, 0).all() and reach_from(block_of, 2).tolist() == [0, 0, 0, 0, 1, 1, 1]
-
-
-def test_steps_of_several_kinds_are_timed_by_each_kinds_median_weighted_by_its_share():
-    assert weighted_median_ms({"reach": [10.0, 12.0, 50.0], "head": [4.0], "whole": []}) == pytest.approx((3 * 12 + 4) / 4)
-    assert math.isnan(weighted_median_ms({"reach": [], "head": []}))
-    from train import mixed_reference
-
-    one = {"reference_full_step_ms": 10.0, "reference_selection_step_ms": 5.0, "reference_seconds": 1.0}
-    two = {"reference_full_step_ms": 12.0, "reference_selection_step_ms": 9.0, "reference_seconds": 2.0}
-    assert mixed_reference([(one, 1.0)]) == one
-    assert mixed_reference([(one, 0.25), (two, 0.75)]) == pytest.approx(
-        {"reference_full_step_ms": 11.0, "reference_selection_step_ms": 8.0, "reference_seconds": 3.0})
 
 
 def _looked(train_type: str, stage: int, **overrides):
@@ -648,26 +512,6 @@ def test_the_seventeenths_look_takes_as_many_batches_as_look_batches_names():
     assert larger.probe_position == 4  # looked once
 
 
-def test_look_batches_goes_with_the_seventeenth_alone_and_counts_batches(tmp_path):
-    import main as cli
-    from experiments import look_reliability
-    from utils import UserError
-    flags = look_reliability.run_flags("parts", 0, str(tmp_path))
-    flags[flags.index("frugal_anchored_training")] = "open_loop_anchored_training"
-    config = cli.resolve_config(cli.parse_args(flags + ["--look_batches", "12"]))
-    assert config.scheme_options == {"look_batches": 12} and "look12" in config.run_name
-    assert cli.resolve_config(cli.parse_args(flags)).scheme_options == {"look_batches": None}
-    with pytest.raises(UserError, match="at least 1, not 0"):
-        cli.resolve_config(cli.parse_args(flags + ["--look_batches", "0"]))
-    from checkpoints import config_differences
-    before = {"scheme_options": {}}  # a checkpoint of the seventeenth made before the flag existed
-    assert config_differences(before, {"scheme_options": {"look_batches": None}}) == []
-    assert config_differences(before, {"scheme_options": {"look_batches": 12}}) == ["--look_batches was None, now 12"]
-    flags[flags.index("open_loop_anchored_training")] = "elastic_training"
-    with pytest.raises(UserError, match="--look_batches N goes with --train_type open_loop_anchored_training"):
-        cli.resolve_config(cli.parse_args(flags + ["--look_batches", "12"]))
-
-
 def test_the_look_must_fit_the_validation_split_by_its_own_count_or_the_runs_selections():
     import dataclasses
     from schemes.base import run_selections
@@ -688,17 +532,6 @@ def test_the_look_must_fit_the_validation_split_by_its_own_count_or_the_runs_sel
         seventeenth.check_data(study, 27, 20)
     seventeenth.check_data(given(41), 27, None)  # no validation split: the look scores training batches
     lean.check_data(longer, 27, 1280)  # its look reads no validation image
-
-
-def test_a_look_longer_than_the_validation_split_is_refused_before_anything_is_written(workdir, tfds_dir, capsys):
-    import os
-    from conftest import run_main
-    logdir = os.path.join(workdir, "logs_long_look")  # embedded_shapes: 1 280 validation images, 20 batches of 64
-    assert run_main(workdir, tfds_dir, "--train_type", "open_loop_anchored_training", "--look_batches", "21",
-                    "--rho", "0.7", "--rho_mode", "exact", "--logdir", logdir) == 2
-    assert "(20 full batches), so some would be scored twice; use --look_batches 20 or fewer" in capsys.readouterr().err
-    assert [files for _, _, files in os.walk(logdir) if files] == []  # no file, no run folder
-    assert os.listdir(logdir) == []
 
 
 def test_the_selection_record_reads_each_selections_scalars_from_the_event_logs(tmp_path):
