@@ -116,9 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
          help="training scheme: elastic_training is ElasticTrainer; the others the paper's "
               "baselines and ablations, TinyTL (bias only, lite residual), sparse update and "
               "gradient filtering, block_range_training, which trains one range of blocks, and "
-              "the selectors tried against the best fixed choice at a budget ("
-              + ", ".join(name for name, scheme in SCHEMES.items() if scheme.candidate)
-              + "; README, \"Which scheme at a budget?\")")
+              "gain_stage_training, which looks once at where the gain lives and trains from that "
+              "stage up (docs/benchmarks/selector.md)")
     flag("--input_size", type=int, default=224, help="input image side in pixels")
     flag("--batch_size", type=positive_int, default=4, help="training batch size")
     flag("--num_classes", type=positive_int, default=None,

@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 from typing import Collection, Dict, List, Optional, Sequence, Set
 
-from experiments.study_plans import FRONTIER_COMPARED
+from experiments.study_plans import FRONTIER_COMPARED, RETIRED_COMPARED
 from experiments.study_stats import mean_std, paired_interval, plus_minus
 
 MARGIN = 0.03  # a fixed choice counts at a budget when its measured step ratio is within this above it
 BUDGETS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-# the schemes the plan compares with the family, ElasticTrainer first; everything else in the plan is the family
-COMPARED_PREFIXES = tuple(dict.fromkeys(scheme for scheme, _, _ in FRONTIER_COMPARED))
+# the schemes the plan compares with the family, ElasticTrainer first, and the retired candidates whose
+# results the committed tables hold; everything else in the plan is the family
+COMPARED_PREFIXES = tuple(dict.fromkeys(scheme for scheme, _, _ in FRONTIER_COMPARED)) + RETIRED_COMPARED
 
 
 def final_value(summary: Dict, key: str) -> Optional[float]:

@@ -290,60 +290,27 @@ def headline_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
 # down here, against ElasticTrainer at the budgets users ask for.
 FRONTIER_TOPS = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # contiguous tops, exact mode
 FRONTIER_BASELINES = ("full_training", "traditional_tl_training", "bn_plus_bias_training")
+# The schemes the plan compares with its family: ElasticTrainer at the budgets users ask for, and the
+# selector (schemes/gain_stage.py) at the issue's two, on the draws that judge it (compared_on).
 FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 0.5, "exact"),
                      ("elastic_training", 0.7, "exact"),
-                     # the candidate selector (schemes/heldout.py) at the issue's two budgets, added after the
-                     # family's runs on the design draws began and before any run of its own
-                     ("elastic_heldout_training", 0.533, "paper"), ("elastic_heldout_training", 0.7, "exact"),
-                     # the second candidate (schemes/window.py), added after the first was read and before any
-                     # run of its own (docs/benchmarks/regime_and_depth.md, "A second candidate")
-                     ("elastic_window_training", 0.533, "paper"), ("elastic_window_training", 0.7, "exact"),
-                     # the third (schemes/window.py), after the second's parts rows and before any run of its own
-                     ("elastic_heldout_window_training", 0.533, "paper"),
-                     ("elastic_heldout_window_training", 0.7, "exact"),
-                     # the fourth (schemes/schedule.py), before any run of its own
-                     ("depth_schedule_training", 0.533, "paper"), ("depth_schedule_training", 0.7, "exact"),
-                     # the fifth (schemes/anchored.py), before any run of its own
-                     ("anchored_window_training", 0.533, "paper"), ("anchored_window_training", 0.7, "exact"),
-                     # and across budgets, after its reading and before these runs (a description, design draws only)
-                     ("anchored_window_training", 0.5, "exact"), ("anchored_window_training", 0.6, "exact"),
-                     ("anchored_window_training", 0.8, "exact"),
-                     # the seventh (schemes/anchored.py: the fifth after BatchNorm statistics are re-estimated on
-                     # target images), before any run of its own
-                     ("adapted_anchored_training", 0.533, "paper"), ("adapted_anchored_training", 0.7, "exact"),
-                     # the eighth (schemes/anchored.py: the fifth, its window nearest the anchor when none of it
-                     # fits, the closed loop in paper mode too), before any run of its own
-                     ("nearest_anchored_training", 0.533, "paper"), ("nearest_anchored_training", 0.7, "exact"),
-                     # the ninth (the eighth, its leftover budget spent on single tensors above the window)
-                     ("filled_anchored_training", 0.533, "paper"), ("filled_anchored_training", 0.7, "exact"),
-                     # the tenth (the ninth, its paper-mode loop without the drift, a selection kept while it
-                     # still spends the budget), before any run of its own
-                     ("steady_anchored_training", 0.533, "paper"), ("steady_anchored_training", 0.7, "exact"),
-                     # the eleventh (the tenth, reaching the anchor part of the time where its selection cannot),
-                     # before any run of its own
-                     ("rotating_anchored_training", 0.533, "paper"), ("rotating_anchored_training", 0.7, "exact"),
-                     # the twelfth (the eleventh spending less than ElasticTrainer does), before any run of its own
-                     ("thrifty_anchored_training", 0.533, "paper"), ("thrifty_anchored_training", 0.7, "exact"),
-                     # the thirteenth (the twelfth, its look scored on training images), before any run of its own
-                     ("lean_anchored_training", 0.533, "paper"), ("lean_anchored_training", 0.7, "exact"),
-                     # the fourteenth (the twelfth, its look reading only the validation images it scores), before
-                     # any run of its own
-                     ("frugal_anchored_training", 0.533, "paper"), ("frugal_anchored_training", 0.7, "exact"),
-                     # the fifteenth (the fourteenth, its look one update on the probe batches' mean gradient
-                     # scored by the validation batches' mean gradient), before any run of its own
-                     ("pooled_anchored_training", 0.533, "paper"), ("pooled_anchored_training", 0.7, "exact"),
-                     # the sixteenth (the fifteenth, rotating wherever its selection cannot hold the whole named
-                     # stage, at 0.90 of the target), before any run of its own
-                     ("whole_stage_anchored_training", 0.533, "paper"), ("whole_stage_anchored_training", 0.7, "exact"),
-                     # the seventeenth (the sixteenth, its exact mode open loop at 0.85 of rho), before any run of its own
-                     ("open_loop_anchored_training", 0.533, "paper"), ("open_loop_anchored_training", 0.7, "exact"))
+                     ("gain_stage_training", 0.533, "paper"), ("gain_stage_training", 0.7, "exact"))
+# Issue 34's candidate selectors, each added to FRONTIER_COMPARED before any run of its own and run on
+# the design draws (and the eleventh and seventeenth on their judging draws). Retired in issue 54: no
+# plan runs them, and their committed results stay compared rows of the frontier tables. They run at
+# the tag study-candidates (docs/benchmarks/selector.md, "The candidates, retired").
+RETIRED_COMPARED = ("elastic_heldout_training", "elastic_window_training", "elastic_heldout_window_training",
+                    "depth_schedule_training", "anchored_window_training", "adapted_anchored_training",
+                    "nearest_anchored_training", "filled_anchored_training", "steady_anchored_training",
+                    "rotating_anchored_training", "thrifty_anchored_training", "lean_anchored_training",
+                    "frugal_anchored_training", "pooled_anchored_training", "whole_stage_anchored_training",
+                    "open_loop_anchored_training")
 
 
 def compared_on(task: str, scheme: str) -> bool:
-    """Whether the frontier plan runs a compared scheme on a task: every one on the design draws
-    (the candidates stay there as measured results); on a judging draw, ElasticTrainer and the
-    candidate it judges (JUDGED) only."""
-    return task not in DRAWS or scheme in ("elastic_training", JUDGED[task])
+    """Whether the frontier plan runs a compared scheme on a task: ElasticTrainer on every draw, a
+    selector on the draws that judge it (JUDGED)."""
+    return scheme == "elastic_training" or JUDGED.get(task) == scheme
 
 
 def depth_stages(model: str) -> List[Tuple[int, int]]:

@@ -5,7 +5,8 @@ what it needs (`needs_profile`, `lite_residual` layers in the model, its own fla
 checks) and may add a loss term (`penalty`).
 
 One module per family: baselines, tinytl (bias-only, lite residual), elastic (ElasticTrainer and
-its ablations), filtering (gradient filtering), sparse_update (contribution analysis). Every
+its ablations), filtering (gradient filtering), sparse_update (contribution analysis), gain_stage
+(the selector that looks once at where the gain lives, then trains from that stage up). Every
 module of this package is imported here, and every Scheme subclass that names a `train_type`
 registers itself: a new scheme is one new file in schemes/ (see base.Scheme).
 """

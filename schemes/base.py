@@ -92,7 +92,6 @@ class Scheme:
     lite_residual = False  # the model must be built with TinyTL's lite residual branches
     accepts_memory_budget = False  # its selection can keep a step within --memory_budget_mb
     full_step = False  # its step is the full step that step-time ratios divide by
-    candidate = False  # one of issue 34's selectors tried against the best fixed choice at a budget
     flag_defaults: Dict[str, object] = {}  # shared flags whose default differs under this scheme
     overhead_parts: tuple = ()  # the parts of re-selecting whose seconds the summary reports
     last_importance: Optional[np.ndarray] = None  # what the last selection ranked tensors by (logged), if anything

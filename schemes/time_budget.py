@@ -27,7 +27,7 @@ class StepTimeController:
     `recalibrate` swaps in live T_fp / T_full measurements instead.
     paper mode: the original's budget, (rho - 1/3) * 3/2 of the backward time, open loop.
     `open_loop()` turns the correction off in exact mode too (a scheme that holds a step-time target
-    on the profile's predictions, as paper mode does: schemes/anchored.py's twelfth candidate).
+    on the profile's predictions, as paper mode does: schemes/gain_stage.py).
     With `memory_budget_mb` (exact mode), selections also keep the predicted peak of TensorFlow's
     allocator during a step, what it holds when the selection is made plus the profile's memory
     model of the step (memory_model.py), within that many MB (selection_solver_DP.select_within_budgets).

@@ -422,3 +422,10 @@ def test_a_look_longer_than_the_validation_split_is_refused_before_anything_is_w
     error = capsys.readouterr().err
     assert "(20 full batches); use --look_batches 20 or fewer" in error and "Traceback" not in error
     assert os.listdir(logdir) == []  # no file, no run folder
+
+
+def test_main_offers_the_papers_schemes_and_this_one_selector():
+    import main
+    choices = next(action for action in main.build_parser()._actions if action.dest == "train_type").choices
+    assert len(choices) <= 15 and "gain_stage_training" in choices and "elastic_training" in choices
+    assert not [name for name in choices if "anchored" in name or "heldout" in name or "window" in name]

@@ -218,7 +218,7 @@ def test_training_under_a_memory_budget_end_to_end(workdir, tfds_dir, capsys, sc
 
 @pytest.mark.parametrize("arguments, message", [
     (["--train_type", "full_training", "--memory_budget_mb", "500"],
-     "--memory_budget_mb works with elastic_heldout_training, elastic_training and sparse_update_training, not "
+     "--memory_budget_mb works with elastic_training and sparse_update_training, not "
      "full_training"),
     (["--train_type", "elastic_training", "--memory_budget_mb", "-5"], "--memory_budget_mb must be a positive"),
     (["--train_type", "elastic_training", "--rho_mode", "paper", "--memory_budget_mb", "500"],
