@@ -1,7 +1,8 @@
 """Everything a training run writes, in one place: TensorBoard events, weights, summary files.
 
 Layout of a run named R under --logdir L:
-    L/R/                  TensorBoard events (scalars, the selection-mask image)
+    L/R/                  TensorBoard events: scalars (utils.shown_scalar), pictures of the selections,
+                          HParams (settings, results, status)
     L/R/config.json       the resolved configuration
     L/R/last_good.h5      when the loss diverged: weights at the end of the last finite epoch
     L/R/best_validation.npz  while it trains, written with each checkpoint: the validation-best
@@ -19,6 +20,7 @@ import datetime
 import glob
 import hashlib
 import json
+import math
 import os
 import platform
 import shlex
@@ -30,35 +32,71 @@ import numpy as np
 import tensorflow as tf
 
 import models
-from utils import (BLOCKS_TAG, IMPORTANCE_TAG, MASK_TAG, SELECTION_TAG, atomic_path, atomic_write_json, atomic_write_text,
-                   ensure_writable_dir, reported_accuracy, reported_accuracy_name)
+import selection_picture
+from utils import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, SELECTION_PICTURE_TAG, SELECTION_TAG,
+                   SELECTIONS_PICTURE_TAG, atomic_path, atomic_write_json, atomic_write_text, ensure_writable_dir,
+                   reported_accuracy, reported_accuracy_name, shown_scalar)
 
 
-MASK_BAND_PX = 14  # a selection's band in the picture of selections
-MASK_WIDTH_PX = 480  # the picture's width, about (each tensor a column of whole pixels)
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """A TrainConfig field in TensorBoard's HParams dashboard."""
+
+    name: str
+    compared: bool = False  # one of the five settings the dashboard shows without a tick
+    description: str = ""
 
 
-def mask_image(masks: Sequence[Sequence[float]], block_starts: Sequence[int] = ()) -> np.ndarray:
-    """Selections over time as a picture a person can read, (height, width) in [0, 1]: a band
-    MASK_BAND_PX high per selection (top: first), one white line between bands; each tensor a
-    column of equal width, dark = trained; a grey line before the first tensor of each block."""
-    masks = np.asarray(masks, dtype=np.float32)
-    tensors = masks.shape[1]
-    column = max(1, -(-MASK_WIDTH_PX // max(tensors, 1)))
-    bands = []
-    for mask in masks:
-        bands.append(np.repeat(np.repeat(1.0 - mask, column)[None, :], MASK_BAND_PX, axis=0))
-        bands.append(np.ones((1, tensors * column), np.float32))
-    image = np.concatenate(bands[:-1])
-    for start in sorted(set(block_starts), reverse=True):  # from the right: earlier positions stay put
-        if 0 < start < tensors:
-            image = np.insert(image, start * column, 0.55, axis=1)
-    return image
+# The settings TensorBoard's HParams dashboard knows (hparams_config), the same for every run so
+# that any run's declaration serves the whole log folder. TensorBoard 2.15 sorts them by
+# (not differs, name) and shows the first five: `differs` marks the five runs are compared by.
+SETTINGS = (
+    Setting("train_type", True, "the scheme (--train_type)"),
+    Setting("rho", True, "the step-time budget (--rho; schemes with a time budget only)"),
+    Setting("rho_mode", True, "how rho is read (--rho_mode; schemes with a time budget only)"),
+    Setting("learning_rate", True), Setting("seed", True),
+    Setting("interval", description="epochs between selections (schemes that re-select only)"),
+    Setting("model_name"), Setting("dataset_name"), Setting("input_size"), Setting("batch_size"),
+    Setting("num_epochs"), Setting("bn_mode"), Setting("validation"),
+    Setting("memory_budget_mb", description="the selection's memory budget (when given)"),
+    Setting("block_range", description="block_range_training's blocks"),
+    Setting("gf_radius", description="the gradient filter's patch size (when on)"))
+
+# The results, in the dashboard's order (it shows the first five): the summary/* scalars
+# RunOutputs.summary writes once a run has finished (accuracies in percent, as in the terminal).
+RESULTS = (("final_test_accuracy", "final test accuracy (%)", "the last epoch's weights on the test set"),
+           ("step_time_ratio", "step time ratio", "the final selection's training step over a full one, "
+                                                  "timed together after training (else the median step over the "
+                                                  "profile's full step)"),
+           ("train_seconds", "training seconds", "steps, data, selection and compiles; evaluation excluded"),
+           ("test_accuracy_at_best_val", "test accuracy at best validation (%)",
+            "the test set on the weights of the epoch of best validation accuracy"),
+           ("process_seconds", "whole process seconds", "start-up, training, evaluation, checkpoints"),
+           ("peak_memory_mb", "peak memory (MB)", "the process's peak resident memory"))
 
 
-# The settings shown in TensorBoard's HParams dashboard (TrainConfig fields).
-HPARAMS = ("train_type", "rho", "rho_mode", "learning_rate", "seed", "model_name", "dataset_name", "bn_mode",
-           "batch_size", "num_epochs", "interval", "memory_budget_mb", "block_range", "gf_radius")
+def applied_settings(config, budgeted: bool, periodic: bool) -> Dict[str, object]:
+    """The SETTINGS values that apply to the run: rho and rho_mode for a scheme with a time budget
+    (`budgeted`), the interval for one that re-selects (`periodic`), the memory budget, block
+    range and gradient filter when given; the rest always."""
+    left_out = set()
+    if not budgeted:
+        left_out |= {"rho", "rho_mode"}
+    if not periodic:
+        left_out.add("interval")
+    for name, off in (("memory_budget_mb", 0.0), ("block_range", ""), ("gf_radius", 0)):
+        if getattr(config, name) == off:
+            left_out.add(name)
+    return {setting.name: getattr(config, setting.name) for setting in SETTINGS if setting.name not in left_out}
+
+
+def summary_results(summary: Dict) -> Dict[str, float]:
+    """The RESULTS a finished run's summary has (finite ones), as the summary/* scalars' names."""
+    live = summary.get("step_time_ratio_live", float("nan"))
+    values = {**summary, "step_time_ratio": live if live is not None and math.isfinite(live)
+              else summary.get("step_time_ratio_achieved")}
+    return {f"summary/{name}": float(values[name]) for name, _, _ in RESULTS
+            if isinstance(values.get(name), (int, float)) and math.isfinite(values[name])}
 
 
 def unique_run_name(logdir: str, run_name: str) -> str:
@@ -79,8 +117,12 @@ class RunOutputs:
         self._weights_tags = dict(model_name=model_name, num_classes=num_classes, input_size=input_size)
         ensure_writable_dir(self.run_dir, "--logdir")
         self._writer = None
-        self._masks: List[np.ndarray] = []
+        self._selections: List[Tuple[Optional[int], np.ndarray]] = []  # (step, mask) of every selection so far
+        self._drawn = 0  # how many of them have their pictures written
         self._blocks: List[Tuple[str, int]] = []
+        self._classifier: Optional[int] = None
+        self._steps_per_epoch: Optional[int] = None
+        self._step = 0  # the last step scalars were written at (the summary's results go there too)
 
     @property
     def writer(self):
@@ -93,53 +135,108 @@ class RunOutputs:
     def resume(self, saved_at: float, step: int, masks: List[List[int]]) -> int:
         """Continue a run's events from a checkpoint written at `saved_at` (epoch seconds) after
         `step`: events written after it (the lost part of the interrupted session) are removed, so
-        curves go on with no step twice; the mask image continues from `masks`. Returns the
-        events removed."""
+        curves go on with no step twice; the pictures of selections continue from `masks` (their
+        steps read back from the kept events). Returns the events removed."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
         removed = truncate_events(self.run_dir, saved_at, step)
-        self._masks = [np.asarray(mask, dtype=np.float32) for mask in masks]
+        self._step = step
+        steps = [logged for logged, _ in logged_selections(self.run_dir)]
+        if len(steps) != len(masks):  # a checkpoint from before selections were logged as text
+            steps = [None] * len(masks)
+        self._selections = [(logged, np.asarray(mask, dtype=np.float32)) for logged, mask in zip(steps, masks)]
+        self._drawn = len(self._selections)  # a checkpoint is written after the pictures (Loop.save_checkpoint)
         return removed
 
     def save_config(self, config) -> None:
         atomic_write_json(os.path.join(self.run_dir, "config.json"), dataclasses.asdict(config))
 
-    def hparams(self, config) -> None:
-        """The run's settings for TensorBoard's HParams dashboard (runs compared by scheme, rho,
-        seed...); the results go to `hparams/...` scalars at the end (see Loop.summary)."""
+    def hparams(self, config, budgeted: bool, periodic: bool) -> None:
+        """Declare SETTINGS and RESULTS to TensorBoard's HParams dashboard and record the run's
+        settings that apply to its scheme (applied_settings); the results follow when the run has
+        finished (summary)."""
         from tensorboard.plugins.hparams import api as hp
+        from tensorboard.plugins.hparams import plugin_data_pb2
 
-        values = {name: getattr(config, name) for name in HPARAMS}
-        values = {name: ("" if value is None else value) for name, value in values.items()}
+        declared = hp.hparams_config_pb([hp.HParam(setting.name, description=setting.description)
+                                         for setting in SETTINGS],
+                                        [hp.Metric(f"summary/{name}", display_name=shown, description=description)
+                                         for name, shown, description in RESULTS])
+        content = declared.value[0].metadata.plugin_data
+        data = plugin_data_pb2.HParamsPluginData.FromString(content.content)
+        for info in data.experiment.hparam_infos:
+            info.differs = any(setting.name == info.name and setting.compared for setting in SETTINGS)
+        content.content = data.SerializeToString()
         with self.writer.as_default():
-            hp.hparams(values, trial_id=self.run_name)
+            tf.summary.experimental.write_raw_pb(declared.SerializeToString(), step=0)
+            hp.hparams(applied_settings(config, budgeted, periodic), trial_id=self.run_name)
+        self.writer.flush()
+
+    def session_end(self, succeeded: bool) -> None:
+        """The run's status in the HParams dashboard: Success once it has finished, Failure when it
+        stopped for good (a diverged loss); an interrupted run that can resume has none."""
+        from tensorboard.plugins.hparams import api_pb2
+        from tensorboard.plugins.hparams import summary as hparams_summary
+
+        status = api_pb2.STATUS_SUCCESS if succeeded else api_pb2.STATUS_FAILURE
+        with self.writer.as_default():
+            tf.summary.experimental.write_raw_pb(hparams_summary.session_end_pb(status).SerializeToString(), step=0)
         self.writer.flush()
 
     def scalars(self, step: int, values: Dict[str, float]) -> None:
+        """Write scalars named as the loop and schemes name them, each under the tag and in the unit
+        utils.shown_scalar gives (accuracies and shares in percent)."""
+        self._step = max(self._step, step)
         with self.writer.as_default():
-            for tag, value in values.items():
-                tf.summary.scalar(tag, value, step=step)
+            for name, value in values.items():
+                tag, scale = shown_scalar(name)
+                tf.summary.scalar(tag, value * scale, step=step, description="percent" if scale == 100 else None)
         self.writer.flush()
 
-    def mask_layout(self, blocks: Sequence[Tuple[str, int]]) -> None:
-        """The model's blocks (name, first tensor index), marked in the pictures of selections."""
+    def mask_layout(self, blocks: Sequence[Tuple[str, int]], classifier: Optional[int] = None,
+                    steps_per_epoch: Optional[int] = None) -> None:
+        """The model's blocks (name, first tensor index) and classifier (its first tensor index),
+        named in the pictures of selections, and the epoch's length for their labels."""
         self._blocks = [(str(name), int(start)) for name, start in blocks]
+        self._classifier = None if classifier is None else int(classifier)
+        self._steps_per_epoch = steps_per_epoch
 
     def selection_mask(self, step: int, mask: np.ndarray) -> None:
-        """Append a selection to the picture of selections over time (TensorBoard's Images tab:
-        a band per selection, top = first, dark = trained, a grey line where a block begins) and
-        log it as text ("0110..."), which scripts/plot.py reads back."""
-        self._masks.append(np.asarray(mask, dtype=np.float32))
-        image = mask_image(self._masks, [start for _, start in self._blocks])
+        """Log a selection as text ("0110...", which experiments/plot.py reads back), and keep it for
+        its pictures (flush_pictures)."""
+        self._selections.append((step, np.asarray(mask, dtype=np.float32)))
         with self.writer.as_default():
-            if len(self._masks) == 1 and self._blocks:
-                tf.summary.text(BLOCKS_TAG, json.dumps(self._blocks), step=step)
+            if len(self._selections) == 1:
+                if self._blocks:
+                    tf.summary.text(BLOCKS_TAG, json.dumps(self._blocks), step=step)
+                if self._classifier is not None:
+                    tf.summary.text(CLASSIFIER_TAG, json.dumps([self._classifier]), step=step)
             tf.summary.text(SELECTION_TAG, "".join(str(int(v)) for v in mask), step=step)
-            tf.summary.image(MASK_TAG, image[None, :, :, None], step=step,
-                             description="a band per selection (top: first, the last is the current one); "
-                                         "columns: tensors in model order (input ... classifier), dark = "
-                                         "trained; grey lines: where each block of the backbone begins")
+        self.writer.flush()
+
+    def flush_pictures(self) -> None:
+        """Write the pictures of the selections logged since the last call, at their steps, for
+        TensorBoard's Images tab: every selection so far, and the new one alone. Drawing takes a
+        fraction of a second, so the loop calls this outside training time."""
+        if self._drawn == len(self._selections):
+            return
+        with self.writer.as_default():
+            for index in range(self._drawn, len(self._selections)):
+                step, mask = self._selections[index]
+                so_far = self._selections[:index + 1]
+                every = selection_picture.picture(
+                    [logged for _, logged in so_far], [at for at, _ in so_far], self._blocks, self._classifier,
+                    self._steps_per_epoch, f"{index + 1} selection{'s' * (index > 0)} so far (dark: trained)")
+                alone = selection_picture.picture([mask], [step], self._blocks, self._classifier,
+                                                  self._steps_per_epoch, f"selection {index + 1} (dark: trained)")
+                tf.summary.image(SELECTIONS_PICTURE_TAG, every[None], step=step,
+                                 description="every selection so far, a band each from the first: rows are "
+                                             "tensors from the input (bottom) to the classifier (top), dark = "
+                                             "trained; block names at the side, each band's step and epoch above")
+                tf.summary.image(SELECTION_PICTURE_TAG, alone[None], step=step,
+                                 description="the selection made at this step alone (dark = trained)")
+        self._drawn = len(self._selections)
         self.writer.flush()
 
     def importance(self, step: int, values: np.ndarray) -> None:
@@ -186,7 +283,12 @@ class RunOutputs:
         return path
 
     def summary(self, summary: Dict, save_txt: bool) -> Optional[str]:
+        """Write the finished run's summary (summary.json, and with `save_txt` the original's text
+        line, whose path is returned), its RESULTS as summary/* scalars at its last step, and its
+        status."""
         atomic_write_json(os.path.join(self.run_dir, "summary.json"), summary)
+        self.scalars(self._step, summary_results(summary))
+        self.session_end(succeeded=True)
         if not save_txt:
             return None
         path = os.path.join(self.logdir, f"{self.run_name}.txt")
@@ -266,3 +368,15 @@ def truncate_events(run_dir: str, until: float, last_step: Optional[int] = None)
     for path in files[1:]:
         os.remove(path)
     return dropped
+
+
+def logged_selections(run_dir: str) -> List[Tuple[int, str]]:
+    """(step, "0110...") of each selection logged as text in `run_dir`'s events, in step order."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    events = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0})
+    events.Reload()
+    if SELECTION_TAG not in events.Tags()["tensors"]:
+        return []
+    return sorted((event.step, tf.make_ndarray(event.tensor_proto).item().decode())
+                  for event in events.Tensors(SELECTION_TAG))

@@ -25,6 +25,7 @@ from config import TrainConfig
 from energy import Meter
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
+from schemes.base import PeriodicScheme
 from train_step import StepCache, allocator_mb, make_optimizer, preserved_state, reset_peak, wall_time_samples
 from utils import MIX_BATCHES, UserError, class_mix, overhead_share
 
@@ -224,7 +225,7 @@ class Loop:
         self.steps.penalty = self.scheme.penalty
         self.evaluate = make_evaluator(model)
         self.checkpoints = checkpoints.RunCheckpoints(outputs.run_dir, model, self.setup.optimizer)
-        outputs.mask_layout(models.block_starts(model))
+        outputs.mask_layout(models.block_starts(model), min(models.head_indices(model)), steps_per_epoch)
         self.state = LoopState()
         self.batch = None  # the last batch trained: the final reference timing runs on it
         self.meter = meter  # energy.Meter, when the device has one
@@ -258,7 +259,7 @@ class Loop:
         else:
             self.check_memory_budget(evaluation)
             self.outputs.save_config(self.config)
-            self.outputs.hparams(self.config)
+            self.outputs.hparams(self.config, budgeted=scheme.needs_profile, periodic=isinstance(scheme, PeriodicScheme))
             if not scheme.due(0):  # a fixed selection: show it once
                 self.outputs.selection_mask(0, scheme.mask)
                 state.masks.append(scheme.mask.tolist())
@@ -306,6 +307,7 @@ class Loop:
 
     def save_checkpoint(self) -> str:
         self.close_memory_phase("step")
+        self.outputs.flush_pictures()  # before the checkpoint, which a resumed run's pictures continue from
         start = time.perf_counter()
         if self.best_unsaved:  # a resumed run's final test needs the validation-best weights
             self.outputs.save_best_validation(*self.best_weights)
@@ -377,7 +379,8 @@ class Loop:
         """The error to raise when the loss stopped being finite; first it writes the weights of
         the last finite epoch (kept in memory, or the last checkpoint's) to last_good.h5."""
         epoch = self.state.epoch
-        self.outputs.writer.flush()
+        self.outputs.flush_pictures()
+        self.outputs.session_end(succeeded=False)  # the HParams dashboard's status: Failure
         if self.last_good is not None:
             self.model.set_weights(self.last_good[1])
             when = f"end of epoch {self.last_good[0]}"
@@ -414,7 +417,7 @@ class Loop:
                 if len(self.first_labels) == MIX_BATCHES:
                     self.report_class_mix()
             bar.set_postfix(loss=f"{totals['loss_sum'] / totals['seen']:.3f}",
-                            acc=f"{totals['correct'] / totals['seen']:.3f}", refresh=False)
+                            acc=f"{100 * totals['correct'] / totals['seen']:.1f}%", refresh=False)
             state.train_seconds = clock.seconds()
             periodic = (config.checkpoint_every and state.step % config.checkpoint_every == 0
                         and state.position < self.steps_per_epoch)  # the epoch's end has its own
@@ -489,10 +492,14 @@ class Loop:
                               **({"energy_joules": energy["energy/epoch_joules"],
                                   "energy_steps": totals["energy_steps"]} if energy else {})})
         compiling = compile_seconds(state.first_call_ms, state.step_ms)
+        step_ms = float(np.median(totals["step_ms"])) if totals["step_ms"] else 0.0
+        outputs.flush_pictures()  # the epoch's selections, drawn outside training time
         outputs.scalars(state.step, {
             "train/accuracy": totals["correct"] / seen, "train/classification_loss": totals["loss_sum"] / seen,
             "train/learning_rate": float(self.setup.learning_rate(state.step)),
-            "time/step_ms": float(np.median(totals["step_ms"])) if totals["step_ms"] else 0.0,
+            "step_time/median_ms": step_ms,
+            **({"step_time/ratio": step_ms / float(self.profile["T_full_ms"])}  # the profile's full step
+               if self.profile and step_ms else {}),
             "time/between_steps_ms": float(np.median(totals["outside_ms"])) if totals["outside_ms"] else 0.0,
             "time/compile_seconds": compiling,
             "time/selection_seconds": sum(state.selection_seconds),
@@ -537,9 +544,7 @@ class Loop:
         self.close_memory_phase("evaluation")
         self.final_test = {"final_test_accuracy": final, "final_test_seconds": seconds,
                            **({"test_accuracy_at_best_val": at_best} if best_epoch is not None else {})}
-        self.outputs.scalars(state.step, {"test/final_accuracy": final, "time/final_test_seconds": seconds,
-                                          **({"test/accuracy_at_best_validation": at_best}
-                                             if at_best is not None else {})})
+        self.outputs.scalars(state.step, {"time/final_test_seconds": seconds})  # the accuracies: RunOutputs.summary
         logging.info("test accuracy: %.2f%% with the final weights%s", 100 * final,
                      f", {100 * at_best:.2f}% with epoch {best_epoch}'s (best validation accuracy)"
                      if at_best is not None else "")
@@ -560,12 +565,6 @@ class Loop:
                             state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
                             state.evaluation_seconds, state.history, reference, self.final_test,
                             median_ms=scheme.typical_step_ms(state.step_ms))
-        results = {"final_test_accuracy": summary["final_test_accuracy"],
-                   "test_accuracy_at_best_val": summary["test_accuracy_at_best_val"],
-                   "step_time_ratio": summary["step_time_ratio_live"] if math.isfinite(summary["step_time_ratio_live"])
-                   else summary["step_time_ratio_achieved"], "train_seconds": summary["train_seconds"]}
-        self.outputs.scalars(state.step, {f"hparams/{name}": value for name, value in results.items()
-                                          if value is not None and math.isfinite(value)})
         summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions,
                        startup_seconds=state.startup_seconds, loop_setup_seconds=self.setup_seconds,
                        process_seconds=state.process_seconds + time.perf_counter() - self.process_start,

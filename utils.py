@@ -20,9 +20,50 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 # The TensorBoard tags of a run's selections: run_outputs.py writes them, experiments/plot.py reads
 # them back (here, where neither has to import the other).
 SELECTION_TAG = "elastic/selection"  # each selection as text, "0110...": tensors in model order, 1 = trained
-MASK_TAG = "elastic/selection_masks"  # the picture of every selection so far (an image)
+SELECTIONS_PICTURE_TAG = "selection/all"  # the picture of every selection so far (an image, at each selection)
+SELECTION_PICTURE_TAG = "selection/each"  # the picture of the selection made at that step alone
+MASK_TAG = "elastic/selection_masks"  # runs logged before the pictures: a band of pixels per selection so far
 IMPORTANCE_TAG = "elastic/importance"  # the importance each selection was made on, JSON, tensors in model order
 BLOCKS_TAG = "elastic/blocks"  # JSON [[block name, first tensor index], ...], once
+CLASSIFIER_TAG = "elastic/classifier"  # JSON [first tensor index of the classifier], once
+
+# TensorBoard sorts its card groups (a tag up to its first "/") by name, and Time Series opens
+# only the first two. The loop and the schemes name scalars by what they measure
+# ("validation/accuracy", "elastic/drift"); the one writer (run_outputs.py) files each under the tag
+# `shown_scalar` gives, and readers (experiments/plot.py, experiments/selection_record.py) look
+# names up through it: first accuracy, loss and step time, then the run's summary and times, then
+# everything else under INTERNALS. Accuracies, shares and fractions are shown as percentages, as
+# the terminal prints them (summary.json keeps fractions).
+SPLITS = ("train", "validation", "test")
+SHOWN_GROUPS = ("accuracy", "loss", "step_time", "summary", "time")  # written as they are named
+INTERNALS = "under_the_hood"  # selection internals, memory, energy, the learning rate
+PERCENT_ENDINGS = ("accuracy", "_share", "_fraction")
+
+
+def shown_scalar(name: str) -> tuple:
+    """(tag, scale): where TensorBoard shows the scalar named `name`, and the factor its values are
+    written with (100 for names ending in PERCENT_ENDINGS). "<split>/accuracy" becomes
+    "accuracy/<split>", "<split>/classification_loss" "loss/<split>"; names in SHOWN_GROUPS stay;
+    any other goes under INTERNALS."""
+    group, _, quantity = name.partition("/")
+    scale = 100.0 if name.endswith(PERCENT_ENDINGS) else 1.0
+    if group in SPLITS and quantity in ("accuracy", "classification_loss"):
+        return f"{'accuracy' if quantity == 'accuracy' else 'loss'}/{group}", scale
+    if group in SHOWN_GROUPS:
+        return name, scale
+    return f"{INTERNALS}/{name}", scale
+
+
+def scalar_name(tag: str) -> str:
+    """The name of the scalar written under `tag` (the inverse of shown_scalar's tag; a tag of a run
+    logged before shown_scalar is its own name). Its unit is in the tag's description: "percent"
+    when written in percent."""
+    group, _, rest = tag.partition("/")
+    if group == INTERNALS:
+        return rest
+    if group in ("accuracy", "loss") and rest in SPLITS:
+        return f"{rest}/{'accuracy' if group == 'accuracy' else 'classification_loss'}"
+    return tag
 
 
 class UserError(ValueError):

@@ -28,15 +28,20 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from experiments.study_table import config_name  # (runs that differ only in seed share it)
-from utils import BLOCKS_TAG, IMPORTANCE_TAG, MASK_TAG, SELECTION_TAG, UserError, atomic_path, reported_accuracy, run_cli
+import selection_picture
+from utils import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, MASK_TAG, SELECTION_TAG, UserError, atomic_path,
+                   reported_accuracy, run_cli, scalar_name)
 
 TIME_TAG = "time/train_seconds"  # logged at the end of every epoch, evaluation excluded
 X_AXES = ("time", "step", "epoch")
 Series = List[Tuple[int, float]]  # (step, value)
+DPI = 120  # of the PNG figures
 
 
 class Run:
-    """The scalar series of one run's TensorBoard events, read with tensorboard's own reader."""
+    """The scalar series of one run's TensorBoard events, read with tensorboard's own reader, by
+    the names the loop gives them ("validation/accuracy", as fractions) or by their TensorBoard
+    tags (utils.shown_scalar)."""
 
     def __init__(self, run_dir: str, label: Optional[str] = None):
         from tensorboard.backend.event_processing import event_accumulator
@@ -51,18 +56,24 @@ class Run:
         if not tensors:
             raise UserError(f"{run_dir} has no TensorBoard events (not a main.py run's folder?); "
                             f"{runs_beside(run_dir)}")
-        self.tags = sorted(tag for tag in tensors
-                           if self._events.SummaryMetadata(tag).plugin_data.plugin_name == "scalars")
+        scalars = [tag for tag in tensors if self._events.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"]
+        self._stored = {scalar_name(tag): tag for tag in scalars}  # name -> the tag it was written under
+        self.tags = sorted(self._stored)  # the scalars' names
         self._all_tags = set(tensors)
 
     def series(self, tag: str) -> Series:
-        """(step, value) of a scalar tag, or UserError naming the tags the run has."""
+        """(step, value) of a scalar, by name or TensorBoard tag, percentages read back as fractions;
+        UserError naming the run's tags when it has no such scalar."""
         import tensorflow as tf
 
-        if tag not in self.tags:
+        stored = self._stored.get(tag, tag if tag in self._stored.values() else None)
+        if stored is None:
             kind = "scalar tag" if tag not in self._all_tags else "scalar tag (it is an image)"
-            raise UserError(f"run {self.run_dir} has no {kind} {tag!r}; its scalar tags: {', '.join(self.tags)}")
-        return [(event.step, float(tf.make_ndarray(event.tensor_proto))) for event in self._events.Tensors(tag)]
+            raise UserError(f"run {self.run_dir} has no {kind} {tag!r}; its scalar tags: "
+                            f"{', '.join(sorted(self._stored.values()))}")
+        scale = 0.01 if self._events.SummaryMetadata(stored).summary_description == "percent" else 1.0
+        return [(event.step, scale * float(tf.make_ndarray(event.tensor_proto)))
+                for event in self._events.Tensors(stored)]
 
     def blocks(self) -> List[Tuple[str, int]]:
         """(block name, first tensor index) of the model's blocks, when the run logged them."""
@@ -72,6 +83,14 @@ class Run:
             return []
         return [tuple(item) for item in json.loads(tf.make_ndarray(self._events.Tensors(BLOCKS_TAG)[0].tensor_proto)
                                                    .item().decode())]
+
+    def classifier(self) -> Optional[int]:
+        """The classifier's first tensor index, when the run logged it."""
+        import tensorflow as tf
+
+        if CLASSIFIER_TAG not in self._all_tags:
+            return None
+        return int(json.loads(tf.make_ndarray(self._events.Tensors(CLASSIFIER_TAG)[0].tensor_proto).item().decode())[0])
 
     def steps_per_epoch(self) -> int:
         """Steps of one epoch: the step at which the first epoch's time was logged."""
@@ -94,18 +113,17 @@ class Run:
                 for event in self._events.Tensors(IMPORTANCE_TAG)]
 
     def masks(self) -> List[Tuple[int, List[int]]]:
-        """(step, mask) of every selection, from the mask image each selection logs (its last row
-        is the newest selection; dark = trained)."""
+        """(step, mask) of every selection, from the text each selection logs (runs logged before
+        it: the last row of the picture each selection logged; dark = trained)."""
         import numpy as np
         import tensorflow as tf
 
-        if MASK_TAG not in self._all_tags:
-            raise UserError(f"run {self.run_dir} has no selection masks ({MASK_TAG}): only elastic "
-                            f"schemes log them")
         if SELECTION_TAG in self._all_tags:  # each selection as text ("0110...")
             return [(event.step, [int(c) for c in tf.make_ndarray(event.tensor_proto).item().decode()])
                     for event in self._events.Tensors(SELECTION_TAG)]
-        selections = []  # runs made before the text: the image's last row, one pixel a tensor
+        if MASK_TAG not in self._all_tags:
+            raise UserError(f"run {self.run_dir} has no selections logged ({SELECTION_TAG})")
+        selections = []  # the image's last row, one pixel a tensor
         for event in self._events.Tensors(MASK_TAG):
             encoded = tf.make_ndarray(event.tensor_proto)[2]  # [width, height, png]
             image = tf.io.decode_png(encoded).numpy()[..., 0]
@@ -175,7 +193,7 @@ def save(figure, path: str) -> List[str]:
     paths = [path if extension else root + ".png", root + ".pdf"]
     for target in dict.fromkeys(paths):
         with atomic_path(target) as temporary:
-            figure.savefig(temporary, dpi=120, format=os.path.splitext(target)[1][1:])
+            figure.savefig(temporary, dpi=DPI, format=os.path.splitext(target)[1][1:])
     return list(dict.fromkeys(paths))
 
 
@@ -344,33 +362,35 @@ def rotation_shares(run: Run, starts: Sequence[int]) -> List[Optional[float]]:
 
 
 def plot_heatmap(run: Run, title: str, output: str) -> List[str]:
-    """Tensor index (input at the bottom) against training progress in epochs; dark = trained."""
+    """The run's selections against training progress in epochs, drawn as TensorBoard's picture of
+    them (selection_picture.draw): tensors from the input (bottom) to the classifier (top), blocks
+    named at the side, each band labelled with its selection's step and epoch; dark = trained."""
     import numpy as np
 
     plt = _pyplot()
     selections = run.masks()
     steps_per_epoch = run.steps_per_epoch()
     end_step = max(run.series(TIME_TAG)[-1][0], selections[-1][0] + 1)
-    starts = [step for step, _ in selections] + [end_step]
-    shares = rotation_shares(run, [step for step, _ in selections])
-    grid = np.array([mask for _, mask in selections], dtype=float).T  # (tensors, selections)
-    trained = grid.sum(axis=0)
-    grid = grid * np.array([1.0 if share is None else share for share in shares])
-    figure, axis = plt.subplots(figsize=(7, 4.2))
-    edges = [step / steps_per_epoch for step in starts]
-    axis.pcolormesh(edges, np.arange(grid.shape[0] + 1), grid, cmap="Greys", vmin=0, vmax=1.25)
-    for name, start in run.blocks():  # where each block of the backbone begins
-        axis.axhline(start, color="tab:blue", linewidth=0.4, alpha=0.6)
-        axis.text(edges[-1], start, f" {name}", fontsize=5, va="bottom", color="tab:blue", clip_on=False)
-    axis.set(xlabel="training progress (epochs)", ylabel="tensor index (input → classifier)",
-             title=title or f"{run.label}: tensors trained by each selection (dark)")
+    starts = [step for step, _ in selections]
+    shares = rotation_shares(run, starts)
+    masks = np.array([mask for _, mask in selections], dtype=float)
+    trained = masks.sum(axis=1)
+    figure = plt.figure(figsize=(7, 4.8))
+    axis = figure.add_axes([0.17, 0.08, 0.79, 0.78])
+    selection_picture.draw(axis, masks, [step / steps_per_epoch for step in starts + [end_step]],
+                           selection_picture.band_labels(starts, steps_per_epoch), run.blocks(), run.classifier(),
+                           shades=[1.0 if share is None else share for share in shares])
+    axis.set_xlabel("training progress: each band from its selection to the next (width in epochs)", fontsize=8)
+    figure.text(0.02, 0.98, title or f"{run.label}: tensors trained by each selection (dark)", fontsize=10, va="top")
     rotated = [share for share in shares if share is not None]
     note = (f"; rotating: the selection on {100 * min(rotated):.0f}-{100 * max(rotated):.0f} % of steps, the "
             f"classifier alone on the rest (grey: that share)" if rotated else "")
     axis.text(0.01, 0.01, f"{len(selections)} selections; {int(trained.min())}-{int(trained.max())} of "
-              f"{grid.shape[0]} tensors trained{note}", transform=axis.transAxes, fontsize=8 if not rotated else 6,
+              f"{masks.shape[1]} tensors trained{note}", transform=axis.transAxes, fontsize=8 if not rotated else 6,
               bbox=dict(facecolor="white", alpha=0.8, linewidth=0))
-    return finish(figure, "", output)
+    paths = save(figure, output)
+    plt.close(figure)
+    return paths
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:

@@ -23,19 +23,13 @@ STAGE_SUMS = re.compile(r"anchor/stage(\d+)_sum")  # the look's total over stage
 
 
 def selections(run_dir: str) -> Dict[str, List]:
-    """Each recorded tag's (step, value) pairs, in step order."""
-    import tensorflow as tf
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    events = EventAccumulator(run_dir, size_guidance={"scalars": 0, "tensors": 0})
-    events.Reload()
-    found = {}
-    scalars, tensors = events.Tags().get("scalars", []), events.Tags().get("tensors", [])
-    for tag in TAGS + tuple(sorted(tag for tag in scalars + tensors if STAGE_SUMS.fullmatch(tag))):
-        if tag in scalars:
-            found[tag] = [[e.step, float(e.value)] for e in events.Scalars(tag)]
-        elif tag in tensors:
-            found[tag] = [[e.step, float(tf.make_ndarray(e.tensor_proto))] for e in events.Tensors(tag)]
-    return found
+    """Each recorded tag's (step, value) pairs, in step order, by the names the schemes give them
+    (shares and fractions as fractions, however TensorBoard shows them)."""
+    from experiments.plot import Run
+
+    run = Run(run_dir)
+    names = TAGS + tuple(sorted(name for name in run.tags if STAGE_SUMS.fullmatch(name)))
+    return {name: [[step, value] for step, value in run.series(name)] for name in names if name in run.tags}
 
 
 def main(argv=None) -> int:

@@ -30,6 +30,7 @@ def write_run(logdir, name: str, accuracy, seconds_per_epoch: float, steps_per_e
         step = (epoch + 1) * steps_per_epoch
         outputs.scalars(step, {"test/accuracy": value, "train/classification_loss": 2.0 - value,
                                "time/train_seconds": seconds_per_epoch * (epoch + 1)})
+        outputs.flush_pictures()
     history = [{"epoch": e + 1, "train_seconds": seconds_per_epoch * (e + 1), "test_accuracy": value}
                for e, value in enumerate(accuracy)]
     outputs.summary({"run_name": name, "best_test_accuracy": max(accuracy), "final_test_accuracy": accuracy[-1],
@@ -104,12 +105,12 @@ def test_plot_names_a_missing_run_or_tag(tmp_path):
     run = write_run(tmp_path, "full", [0.5], 1.0, masks=MASKS[:1])
     with pytest.raises(UserError, match=r"no run at .*nothing; runs in .*: full"):
         plot.Run(str(tmp_path / "nothing"))
-    with pytest.raises(UserError, match=r"no scalar tag 'test/acc'; its scalar tags: .*test/accuracy"):
+    with pytest.raises(UserError, match=r"no scalar tag 'test/acc'; its scalar tags: .*accuracy/test"):
         plot.Run(run).series("test/acc")
     with pytest.raises(UserError, match=r"\(it is an image\)"):
-        plot.Run(run).series("elastic/selection_masks")
-    assert "elastic/selection_masks" not in plot.Run(run).tags
-    with pytest.raises(UserError, match="only elastic schemes"):
+        plot.Run(run).series("selection/all")
+    assert "selection/all" not in plot.Run(run).tags
+    with pytest.raises(UserError, match="has no selections logged"):
         plot.Run(write_run(tmp_path, "tl", [0.5], 1.0)).masks()
     result = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "plot.py"), "curves", run,
                              "--tag", "nope", "--output", str(tmp_path / "x.png")],
@@ -287,16 +288,55 @@ def test_the_readmes_own_model_commands_parse_with_the_real_parsers():
     assert profiler.parse_args(lines[0].split()[2:]).model_name == "resnet50"
 
 
-def test_the_picture_of_selections_gives_each_a_band_and_marks_where_blocks_begin():
-    import run_outputs
+def logged_pictures(run_dir: str, tag: str):
+    """(step, decoded RGB picture, description) of each image the run logged under `tag`."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing import event_accumulator
 
-    image = run_outputs.mask_image([[1, 0, 1, 1], [0, 0, 1, 1]], block_starts=[0, 2])
-    column, band = 120, run_outputs.MASK_BAND_PX  # 480 px over 4 tensors
-    assert image.shape == (2 * band + 1, 4 * column + 1)  # two bands, a white line, one block line
-    assert image[0, 0] == 0 and image[0, column] == 1 and image[band + 1, 0] == 1  # dark = trained
-    assert (image[band, :2 * column] == 1).all()  # the line between the bands
-    assert (image[:, 2 * column] == 0.55).all()  # block 2 begins at tensor 2
-    assert image[0, 2 * column + 1] == 0 and image[-1, -1] == 0
+    events = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0})
+    events.Reload()
+    description = events.SummaryMetadata(tag).summary_description
+    return [(event.step, tf.io.decode_png(tf.make_ndarray(event.tensor_proto)[2]).numpy(), description)
+            for event in events.Tensors(tag)]
+
+
+def test_tensorboard_gets_a_picture_of_every_selection_so_far_and_of_each_one_at_its_card_width(tmp_path):
+    import selection_picture
+    from utils import SELECTION_PICTURE_TAG, SELECTIONS_PICTURE_TAG
+
+    outputs = RunOutputs(str(tmp_path), "pictures", "mobilenetv2", 4, 32)
+    outputs.mask_layout([("stem", 0), ("block_1", 2)], classifier=4, steps_per_epoch=10)
+    for index, mask in enumerate(MASKS):
+        outputs.selection_mask(index * 10, np.array(mask))
+    outputs.flush_pictures()  # drawn outside training time
+    outputs.flush_pictures()  # nothing new: nothing written twice
+    every = logged_pictures(outputs.run_dir, SELECTIONS_PICTURE_TAG)
+    each = logged_pictures(outputs.run_dir, SELECTION_PICTURE_TAG)
+    assert [step for step, _, _ in every] == [step for step, _, _ in each] == [0, 10, 20]
+    for _, picture, _ in every + each:  # TensorBoard's card width, not shrunk; tall enough to read
+        assert picture.shape[1] == selection_picture.WIDTH_PX and picture.shape[0] >= 100 and picture.shape[2] == 3
+    assert "step and epoch" in every[0][2] and "alone" in each[0][2]
+    orange = np.all(np.abs(each[0][1].astype(int) - [255, 127, 14]) < 40, axis=-1)
+    assert orange.sum() > 100  # the classifier's trained tensor (MASKS[0] trains tensor 5), and its name
+
+    figure = __import__("matplotlib.figure", fromlist=["Figure"]).Figure(figsize=(3.5, 3))
+    axis = figure.add_axes([0.3, 0.1, 0.65, 0.7])
+    selection_picture.draw(axis, np.array(MASKS, float), [0, 1, 2, 3], selection_picture.band_labels([0, 10, 20], 10),
+                           [("stem", 0), ("block_1", 2)], 4)
+    assert [label.get_text() for label in axis.get_xticklabels()] == ["step 0\nepoch 0", "step 10\nepoch 1",
+                                                                      "step 20\nepoch 2"]
+    assert [label.get_text() for label in axis.get_yticklabels()] == ["stem", "block_1", "classifier"]
+    grid = np.array(axis.collections[0].get_array()).reshape(6, 3).T  # tensors x selections, as trained
+    assert grid.tolist() == MASKS
+
+
+def test_block_names_that_would_overlap_give_way_to_the_classifier_and_earlier_blocks():
+    import selection_picture
+
+    blocks = [("stem", 0), ("a", 1), ("b", 2), ("c", 8)]
+    placed = selection_picture.block_ticks(blocks, 14, classifier=12, rows_per_label=2.5)
+    assert [name for _, name in placed] == ["stem", "b", "c", "classifier"]  # "a" (rows 1-2) would touch "stem"
+    assert selection_picture.band_labels([0, 15, None], 10) == ["step 0\nepoch 0", "step 15\nepoch 1.5", ""]
 
 
 def test_heatmap_marks_the_blocks_the_run_logged(tmp_path, captured):
@@ -309,7 +349,10 @@ def test_heatmap_marks_the_blocks_the_run_logged(tmp_path, captured):
     assert run.blocks() == [("stem", 0), ("block_1", 3)]
     assert [mask for _, mask in run.masks()] == MASKS
     plot.plot_heatmap(run, "", str(tmp_path / "h.png"))
-    assert [text.get_text().strip() for text in captured[-1].axes[0].texts if "block" in text.get_text()] == ["block_1"]
+    axis = captured[-1].axes[0]  # drawn as TensorBoard's picture: blocks named, each band's step and epoch
+    assert [label.get_text() for label in axis.get_yticklabels()] == ["stem", "block_1"]
+    assert [label.get_text() for label in axis.get_xticklabels()] == [  # the first epoch ended at step 30
+        "step 0\nepoch 0", "step 10\nepoch 0.333", "step 20\nepoch 0.667"]
 
 
 def test_a_rotating_runs_heatmap_draws_each_period_at_the_share_of_steps_that_trained_it(tmp_path, captured):

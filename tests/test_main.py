@@ -22,17 +22,21 @@ def test_one_epoch_of_elastic_training_end_to_end(workdir, tfds_dir):
                "--save_txt", "true", "--save_model", "true", "--run_name", "e2e") == 0
     run_dir = workdir / "logs" / "e2e"
     tags, accumulator = _tags(str(run_dir))
-    expected = {"train/accuracy", "train/classification_loss", "train/learning_rate", "test/final_accuracy",
-                "test/accuracy_at_best_validation", "validation/accuracy", "validation/classification_loss",
-                "time/step_ms", "elastic/selected_fraction", "elastic/target_vs_achieved",
-                "elastic/selection_masks", "elastic/selection", "elastic/blocks", "elastic/importance"}
+    expected = {"accuracy/train", "loss/train", "under_the_hood/train/learning_rate", "summary/final_test_accuracy",
+                "summary/test_accuracy_at_best_val", "accuracy/validation", "loss/validation", "step_time/ratio",
+                "step_time/median_ms", "under_the_hood/elastic/selected_fraction",
+                "under_the_hood/elastic/target_vs_achieved", "selection/all", "selection/each", "elastic/selection",
+                "elastic/blocks", "elastic/classifier", "elastic/importance"}
     assert expected <= tags, expected - tags
     from experiments.plot import Run
     logged = Run(str(run_dir)).importances()  # the importance each selection was made on, read back
     assert [step for step, _ in logged] == [step for step, _ in Run(str(run_dir)).masks()]
     assert all(len(values) == len(Run(str(run_dir)).masks()[0][1]) and max(values) == 1.0 for _, values in logged)
-    assert len(accumulator.Tensors("elastic/selected_fraction")) == 2  # selections at 0 and 0.5 epochs
-    assert {"hparams/final_test_accuracy", "hparams/step_time_ratio", "_hparams_/session_start_info"} <= tags
+    assert len(accumulator.Tensors("under_the_hood/elastic/selected_fraction")) == 2  # selections at 0 and 0.5 epochs
+    assert len(accumulator.Tensors("selection/each")) == 2
+    assert {"summary/final_test_accuracy", "summary/step_time_ratio", "summary/process_seconds",
+            "summary/peak_memory_mb", "_hparams_/experiment", "_hparams_/session_start_info",
+            "_hparams_/session_end_info"} <= tags
     numbers = np.loadtxt(workdir / "logs" / "e2e.txt")
     assert numbers.shape == (4,) and 0 <= numbers[1] <= 100 and numbers[3] == pytest.approx(0.6)
     assert (workdir / "saved_models" / "e2e.h5").exists()
@@ -52,8 +56,8 @@ def test_test_every_epoch_keeps_the_originals_per_epoch_test_curve(workdir, tfds
                "--test_every_epoch", "--run_name", "curve") == 0
     run_dir = workdir / "logs" / "curve"
     tags, accumulator = _tags(str(run_dir))
-    assert "test/accuracy" in tags and "test/final_accuracy" not in tags
-    assert len(accumulator.Tensors("test/accuracy")) == 2
+    assert "accuracy/test" in tags and "time/final_test_seconds" not in tags  # no test after the epochs'
+    assert len(accumulator.Tensors("accuracy/test")) == 2
     summary = json.loads((run_dir / "summary.json").read_text())
     tested = [entry["test_accuracy"] for entry in summary["history"]]
     assert summary["best_test_accuracy"] == max(tested) and summary["final_test_accuracy"] == tested[-1]

@@ -85,7 +85,7 @@ def mask_events(run_dir: str):
     accumulator = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0})
     accumulator.Reload()
     return [(event.step, tf.make_ndarray(event.tensor_proto)[2]) for event in
-            accumulator.Tensors("elastic/selection_masks")]
+            accumulator.Tensors("selection/all") + accumulator.Tensors("selection/each")]
 
 
 @pytest.mark.parametrize("signum, at, build", [(signal.SIGINT, 2, tiny_model), (signal.SIGTERM, 3, tiny_model),
@@ -109,9 +109,10 @@ def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninter
                           tiny_profile(resumed_model), resume=True)
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2, 3] and summary["sessions"] == 2
     outputs.writer.flush()
-    assert steps_of(outputs.run_dir, "train/classification_loss") == [4, 8, 12]  # no step twice, none missing
-    assert steps_of(outputs.run_dir, "test/final_accuracy") == [12]  # the test set once, at the end
-    assert steps_of(outputs.run_dir, "elastic/selected_fraction") == [0, 2, 4, 6, 8, 10]
+    assert steps_of(outputs.run_dir, "loss/train") == [4, 8, 12]  # no step twice, none missing
+    assert steps_of(outputs.run_dir, "time/final_test_seconds") == [12]  # the test set once, at the end
+    assert steps_of(outputs.run_dir, "under_the_hood/elastic/selected_fraction") == [0, 2, 4, 6, 8, 10]
+    assert steps_of(outputs.run_dir, "selection/all") == [0, 2, 4, 6, 8, 10]  # each selection's picture once
 
     reference_model, reference_config, reference_outputs = elastic_run(tmp_path, 3, "uninterrupted", build)
     reference = train.train(reference_config, reference_model, SignalAt(-1), tiny_data(), 4, reference_outputs,
@@ -199,7 +200,7 @@ def test_events_after_the_checkpoint_are_dropped_once(tmp_path):
     outputs.scalars(3, {"a": 3.0})
     outputs.writer.close()
     assert truncate_events(outputs.run_dir, cut) == 1
-    assert steps_of(outputs.run_dir, "a") == [1, 2]
+    assert steps_of(outputs.run_dir, "under_the_hood/a") == [1, 2]
     assert truncate_events(outputs.run_dir, cut) == 0
 
 
@@ -248,9 +249,10 @@ def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
     assert run_main(workdir, tfds_dir, *arguments[len(MAIN_BASE) - 4:], "--resume") == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2, 3] and summary["sessions"] == 2
-    assert steps_of(str(run_dir), "train/classification_loss") == [40, 80, 120]
-    assert steps_of(str(run_dir), "test/final_accuracy") == [120]
-    assert steps_of(str(run_dir), "elastic/selected_fraction") == list(range(0, 120, 20))
+    assert steps_of(str(run_dir), "loss/train") == [40, 80, 120]
+    assert steps_of(str(run_dir), "summary/final_test_accuracy") == [120]
+    assert steps_of(str(run_dir), "under_the_hood/elastic/selected_fraction") == list(range(0, 120, 20))
+    assert steps_of(str(run_dir), "selection/all") == list(range(0, 120, 20))  # none lost, none twice
 
 
 def test_resume_check_runs_parse_and_its_report_flags_every_difference():
