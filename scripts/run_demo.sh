@@ -63,7 +63,7 @@ $PY scripts/plot.py curves "$RUNS/full_training" "$RUNS/$ELASTIC" \
   --output figures/demo_accuracy_vs_time.png --title "MobileNetV2 on $DATASET (64 px, batch 32)"
 if [ "$TASK" = parts ] && [ "$EPOCHS" = 12 ] && [ "$INTERVAL" = 4 ]; then
   echo "The study's runs of these two with this protocol (the frontier plan, 3 seeds, fresh validation split,"
-  echo "docs/benchmarks/regime_and_depth.md): final test accuracy full 75.1 +- 1.5 %, ElasticTrainer \"50 %\""
+  echo "docs/benchmarks/selector.md): final test accuracy full 75.1 +- 1.5 %, ElasticTrainer \"50 %\""
   echo "71.0 +- 1.0 % (paired: -4.1 points, 95 % interval [-9.3, +1.1]), 1.39-1.85x faster in training time."
   echo "Your profile decides ElasticTrainer's selections, so"
   echo "its accuracy here can differ from the study's by a point or two; this demo also tests every epoch for"
