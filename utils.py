@@ -30,7 +30,7 @@ CLASSIFIER_TAG = "elastic/classifier"  # JSON [first tensor index of the classif
 # TensorBoard sorts its card groups (a tag up to its first "/") by name, and Time Series opens
 # only the first two. The loop and the schemes name scalars by what they measure
 # ("validation/accuracy", "elastic/drift"); the one writer (run_outputs.py) files each under the tag
-# `shown_scalar` gives, and readers (experiments/plot.py, experiments/selection_record.py) look
+# `shown_scalar` gives, and readers (experiments/plot.py) look
 # names up through it: first accuracy, loss and step time, then the run's summary and times, then
 # everything else under INTERNALS. Accuracies, shares and fractions are shown as percentages, as
 # the terminal prints them (summary.json keeps fractions).
