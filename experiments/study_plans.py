@@ -50,7 +50,8 @@ PROTOCOLS: Dict[str, Dict] = {
 # on the embedded targets' own split of 20 new images a class, and test once at the end; the plans
 # before it keep the protocol their results were made under (scripts/study.py refuses to mix the two
 # in one folder).
-PLAN_PROTOCOL: Dict[str, Dict] = {"frontier": dict(validation="fresh", test_every_epoch=False)}
+PLAN_PROTOCOL: Dict[str, Dict] = {"frontier": dict(validation="fresh", test_every_epoch=False),
+                                   "judgement": dict(validation="fresh", test_every_epoch=False)}
 CURRENT_PLAN = "frontier"  # the protocol a new user's run (the demo) follows
 
 
@@ -81,7 +82,12 @@ DRAWS = {"parts_seed1": ("parts_mobilenetv2", "embedded_parts_seed1"),
          # the second judging, of a revised candidate (2026-11-27): draws no run has seen
          "parts_seed3": ("parts_mobilenetv2", "embedded_parts_seed3"),
          "parts_seed4": ("parts_mobilenetv2", "embedded_parts_seed4"),
-         "shapes_seed2": ("mobilenetv2", "embedded_shapes_seed2")}
+         "shapes_seed2": ("mobilenetv2", "embedded_shapes_seed2"),
+         # issue 54's judgement of gain_stage_training (rule: BENCHMARKS.md, "The selector's judgement
+         # (issue 54)"): three more draws no run has seen
+         "parts_seed5": ("parts_mobilenetv2", "embedded_parts_seed5"),
+         "parts_seed6": ("parts_mobilenetv2", "embedded_parts_seed6"),
+         "shapes_seed3": ("mobilenetv2", "embedded_shapes_seed3")}
 # The candidate each judging draw judges (BENCHMARKS.md, "The selector's judgement"): the eleventh on
 # the first three (decided 2026-11-26, 21:56 UTC). The three new ones named the fourteenth before its
 # design reading; it did not stand (nor did the twelfth, thirteenth, fifteenth or sixteenth), and no
@@ -89,7 +95,15 @@ DRAWS = {"parts_seed1": ("parts_mobilenetv2", "embedded_parts_seed1"),
 # 10:30 UTC) and is named here before any run on them.
 JUDGED = {"parts_seed1": "rotating_anchored_training", "parts_seed2": "rotating_anchored_training",
           "shapes_seed1": "rotating_anchored_training", "parts_seed3": "open_loop_anchored_training",
-          "parts_seed4": "open_loop_anchored_training", "shapes_seed2": "open_loop_anchored_training"}
+          "parts_seed4": "open_loop_anchored_training", "shapes_seed2": "open_loop_anchored_training",
+          "parts_seed5": "gain_stage_training", "parts_seed6": "gain_stage_training",
+          "shapes_seed3": "gain_stage_training"}
+# Draws judged under issue 54's rule: the selector and ElasticTrainer at both budgets and full training
+# run together, five seeds, in the judgement plan (one batch of runs: their wall times are compared);
+# the frontier plan runs only the family there (seeds 0-2, then the placed members on 3 and 4).
+JUDGEMENT_DRAWS = ("parts_seed5", "parts_seed6", "shapes_seed3")
+JUDGEMENT_BUDGETS = ((0.533, "paper"), (0.7, "exact"))  # "50 %" and 0.7 exact
+JUDGEMENT_SEEDS = (0, 1, 2, 3, 4)
 for _task, (_base, _dataset) in DRAWS.items():
     PROTOCOLS[f"{_task}_{PROTOCOLS[_base]['model_name']}"] = dict(PROTOCOLS[_base], dataset_name=_dataset)
 TASKS = TASKS + tuple(DRAWS)
@@ -309,7 +323,10 @@ RETIRED_COMPARED = ("elastic_heldout_training", "elastic_window_training", "elas
 
 def compared_on(task: str, scheme: str) -> bool:
     """Whether the frontier plan runs a compared scheme on a task: ElasticTrainer on every draw, a
-    selector on the draws that judge it (JUDGED)."""
+    selector on the draws that judge it (JUDGED); none on issue 54's draws, where the judgement plan
+    runs them."""
+    if task in JUDGEMENT_DRAWS:
+        return False
     return scheme == "elastic_training" or JUDGED.get(task) == scheme
 
 
@@ -338,8 +355,19 @@ def frontier_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
     return [dataclasses.replace(config, seed=seed) for seed in seeds for config in configs]
 
 
+def judgement_runs(model_name: str, seeds: Sequence[int]) -> List[Run]:
+    """Issue 54's judging runs on one of its draws, seed by seed: full training, then ElasticTrainer
+    and the judged selector at each budget, back to back (their training wall times are compared)."""
+    task = task_name(model_name)
+    if task not in JUDGEMENT_DRAWS:
+        raise UserError(f"the judgement plan runs on issue 54's draws ({', '.join(JUDGEMENT_DRAWS)}), not {task}")
+    configs = [Run("full_training", 0)] + [Run(scheme, 0, rho=rho, rho_mode=mode) for rho, mode in JUDGEMENT_BUDGETS
+                                            for scheme in ("elastic_training", JUDGED[task])]
+    return [dataclasses.replace(config, seed=seed) for seed in seeds for config in configs]
+
+
 PLANS = {"calibration": calibration_runs, "claims": claims_runs, "depth": depth_runs, "regime": regime_runs,
-         "headline": headline_runs, "frontier": frontier_runs}
+         "headline": headline_runs, "frontier": frontier_runs, "judgement": judgement_runs}
 
 
 def plan_runs(plan: str, model_name: str, seeds: Sequence[int]) -> List[Run]:

@@ -259,12 +259,14 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "backbone (mobilenetv2); frontier: a family of fixed choices (contiguous tops, "
                              "stages and adjacent pairs of stages alone, BN+bias, TL, full), ElasticTrainer and the "
                              f"candidates {', '.join(candidates)}, whose table sets each selective run beside "
-                             "the best fixed choice within its measured step ratio")
+                             "the best fixed choice within its measured step ratio; judgement: issue 54's "
+                             "judging runs on its draws (full training, ElasticTrainer and gain_stage_training at "
+                             "\"50 %%\" and 0.7, together, seed by seed; --seeds 0 1 2 3 4)")
     parser.add_argument("--model_name", default="mobilenetv2", choices=sorted({p["model_name"] for p in PROTOCOLS.values()}))
     parser.add_argument("--task", default="shapes", choices=TASKS,
                         help="shapes: embedded_shapes (an input-level shift: new textures and colours); "
                              "parts: embedded_parts (a label-space shift: new arrangements of known parts, "
-                             "the paper's regime); parts_seed1 to parts_seed4, shapes_seed1, shapes_seed2: the "
+                             "the paper's regime); parts_seed1 to parts_seed6, shapes_seed1 to shapes_seed3: the "
                              "same tasks' classes drawn from other task seeds (the same protocol and backbone); results go "
                              "to results/study/[<task>_]<model>_<input>/")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the claims and depth plans")

@@ -20,16 +20,19 @@ from utils import UserError  # noqa: E402
 
 @pytest.fixture
 def protocol(monkeypatch):
-    for key in ("mobilenetv2", "parts_mobilenetv2", "shapes_seed1_mobilenetv2"):
+    for key in ("mobilenetv2", "parts_mobilenetv2", "shapes_seed1_mobilenetv2", "shapes_seed3_mobilenetv2"):
         monkeypatch.setitem(study_plans.PROTOCOLS[key], "learning_rate", 0.01)
         monkeypatch.setitem(study_plans.PROTOCOLS[key], "scratch_learning_rate", 0.03)
 
 
-@pytest.mark.parametrize("key", ["mobilenetv2", "parts_mobilenetv2", "shapes_seed1_mobilenetv2"])
+@pytest.mark.parametrize("key", ["mobilenetv2", "parts_mobilenetv2", "shapes_seed1_mobilenetv2",
+                                 "shapes_seed3_mobilenetv2"])
 def test_every_planned_run_parses_with_the_real_cli(protocol, key):
     import main
 
     for plan in study_plans.PLANS:
+        if (plan == "judgement") != (study_plans.task_name(key) in study_plans.JUDGEMENT_DRAWS):
+            continue  # issue 54's draws: its judgement and the frontier's family, not the earlier plans
         runs = study_plans.plan_runs(plan, key, [0, 1, 2])
         assert len({run.name for run in runs}) == len(runs)  # names identify results
         protocol = study_plans.plan_protocol(key, plan)
@@ -40,10 +43,10 @@ def test_every_planned_run_parses_with_the_real_cli(protocol, key):
             assert args.dataset_name == study_plans.PROTOCOLS[key]["dataset_name"]
             # the frontier plan validates on the dataset's own split; the plans before it as they did
             expected = {"fresh": "fresh", "carved": "carved"}.get(protocol.get("validation"), "auto")
-            assert args.validation == (expected if plan != "frontier" else "fresh")
+            assert args.validation == (expected if plan not in ("frontier", "judgement") else "fresh")
             if expected != "fresh":
                 assert args.val_fraction == protocol["val_fraction"]
-            assert args.test_every_epoch == (plan != "frontier" and key != "parts_mobilenetv2")
+            assert args.test_every_epoch == (plan not in ("frontier", "judgement") and key != "parts_mobilenetv2")
             if run.rho is not None:
                 assert (args.rho, args.rho_mode) == (run.rho, run.rho_mode)
             assert args.block_range == run.block_range
@@ -592,6 +595,20 @@ def test_the_frontier_plan_covers_its_family_and_tiles_the_stages(protocol, monk
     assert judged == names + ["gain_stage_training_rho0.533_paper", "gain_stage_training_rho0.7_exact"]
     assert study_plans.JUDGED["parts_seed3"] == "open_loop_anchored_training"  # a retired one: its draw runs none
     assert [run.config_name for run in study_plans.plan_runs("frontier", "parts_seed3_mobilenetv2", [0])] == names
+
+
+def test_issue_54s_judgement_runs_its_schemes_together_seed_by_seed_and_its_frontier_plan_the_family():
+    runs = study_plans.plan_runs("judgement", "parts_seed5_mobilenetv2", [0, 1, 2, 3, 4])
+    per_seed = ["full_training", "elastic_training_rho0.533_paper", "gain_stage_training_rho0.533_paper",
+                "elastic_training_rho0.7_exact", "gain_stage_training_rho0.7_exact"]
+    assert [run.config_name for run in runs] == per_seed * 5
+    assert [run.seed for run in runs] == [seed for seed in range(5) for _ in per_seed]
+    family = [run.config_name for run in study_plans.plan_runs("frontier", "shapes_seed3_mobilenetv2", [0])]
+    assert len(family) == 18 and not any(n.startswith(("elastic", "gain_stage")) for n in family)
+    with pytest.raises(UserError, match="judgement plan runs on issue 54's draws"):
+        study_plans.plan_runs("judgement", "parts_seed4_mobilenetv2", [0])
+    protocol = study_plans.plan_protocol("shapes_seed3_mobilenetv2", "judgement")
+    assert protocol["dataset_name"] == "embedded_shapes_seed3" and protocol["validation"] == "fresh"
 
 
 def test_the_frontier_is_the_best_fixed_choice_on_validation_within_the_budget():
