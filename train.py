@@ -25,7 +25,6 @@ from config import TrainConfig
 from energy import Meter
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
-from schemes.base import PeriodicScheme
 from train_step import StepCache, allocator_mb, make_optimizer, preserved_state, reset_peak, wall_time_samples
 from utils import MIX_BATCHES, UserError, class_mix, overhead_share
 
@@ -259,7 +258,7 @@ class Loop:
         else:
             self.check_memory_budget(evaluation)
             self.outputs.save_config(self.config)
-            self.outputs.hparams(self.config, budgeted=scheme.needs_profile, periodic=isinstance(scheme, PeriodicScheme))
+            self.outputs.hparams(self.config, budgeted=scheme.needs_profile, periodic=scheme.reselects)
             if not scheme.due(0):  # a fixed selection: show it once
                 self.outputs.selection_mask(0, scheme.mask)
                 state.masks.append(scheme.mask.tolist())

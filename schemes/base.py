@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -92,6 +91,7 @@ class Scheme:
     lite_residual = False  # the model must be built with TinyTL's lite residual branches
     accepts_memory_budget = False  # its selection can keep a step within --memory_budget_mb
     full_step = False  # its step is the full step that step-time ratios divide by
+    reselects = False  # it selects again every --interval epochs (so the run's interval applies to it)
     flag_defaults: Dict[str, object] = {}  # shared flags whose default differs under this scheme
     overhead_parts: tuple = ()  # the parts of re-selecting whose seconds the summary reports
     last_importance: Optional[np.ndarray] = None  # what the last selection ranked tensors by (logged), if anything
@@ -230,36 +230,3 @@ class BudgetedScheme(Scheme):
 def interval_steps(interval: float, steps_per_epoch: int) -> int:
     """Steps between two selections: `interval` epochs, at least one step."""
     return max(1, round(interval * steps_per_epoch))
-
-
-def run_selections(num_epochs: int, interval: float, steps_per_epoch: int) -> int:
-    """Selections a whole run makes, one every interval_steps from step 0."""
-    return max(1, math.ceil(num_epochs * steps_per_epoch / interval_steps(interval, steps_per_epoch)))
-
-
-class PeriodicScheme(BudgetedScheme):
-    """A budgeted scheme that starts from the classifier alone and re-selects every `--interval`
-    epochs; its steps' times close the controller's loop, and a checkpoint keeps both."""
-
-    def __init__(self, context: Context):
-        super().__init__(context)
-        self.interval_steps = interval_steps(context.config.interval, context.steps_per_epoch)
-        self.selections = 0  # made so far in the run
-        self.periods = run_selections(context.config.num_epochs, context.config.interval, context.steps_per_epoch)
-
-    def initial_mask(self, model):
-        return classifier_mask(model)
-
-    def due(self, step: int) -> bool:
-        return step % self.interval_steps == 0
-
-    def observe_step(self, step_ms: float) -> None:
-        self.controller.observe(step_ms)
-
-    def state(self) -> Dict:
-        return {**super().state(), "selections": self.selections, "controller": self.controller.state()}
-
-    def load_state(self, state: Dict) -> None:
-        super().load_state(state)
-        self.selections = state["selections"]
-        self.controller.load_state(state["controller"])

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 import models
-from schemes.base import Context, PeriodicScheme, classifier_mask
+from schemes.base import BudgetedScheme, Context, classifier_mask, interval_steps
 from schemes.time_budget import StepTimeController
 from train_step import (Forward, chunked_time_ms, free_batch_gradients, full_gradients, micro_batched_gradients,
                         preserved_state, typical_ms, wall_times_ms)
@@ -140,18 +140,32 @@ def normalized(importance: np.ndarray) -> np.ndarray:
     return importance / peak if peak > 0 else importance
 
 
-class ElasticTraining(PeriodicScheme):
-    """ElasticTrainer: every `interval` epochs, evaluate importance and solve the selection DP."""
+class ElasticTraining(BudgetedScheme):
+    """ElasticTrainer: starting from the classifier alone, every `interval` epochs evaluate importance
+    and solve the selection DP; its steps' times close the controller's loop, and a checkpoint keeps
+    both."""
 
     train_type = "elastic_training"
+    reselects = True
     overhead_parts = ("probe", "probe_trace", "anchor", "dp", "recalibrate")
 
     def __init__(self, context: Context):
         super().__init__(context)
+        self.interval_steps = interval_steps(context.config.interval, context.steps_per_epoch)
+        self.selections = 0  # made so far in the run
         self.probe = ImportanceProbe(context.model, context.setup.optimizer, context.steps.forward)
         self._head = classifier_mask(context.model)
         self._selected_here = 0  # selections made by this process (not checkpointed)
         self.probe_position = 0  # batches of the probe stream used so far
+
+    def initial_mask(self, model):
+        return classifier_mask(model)
+
+    def due(self, step: int) -> bool:
+        return step % self.interval_steps == 0
+
+    def observe_step(self, step_ms: float) -> None:
+        self.controller.observe(step_ms)
 
     def probe_batches(self, count: Optional[int] = None) -> List:
         """The next `count` batches (--probe_batches when not given) of the probes' own stream
@@ -245,10 +259,13 @@ class ElasticTraining(PeriodicScheme):
                 and (self.probe.chunks == 1 or bool(self.probe.calls_ms)))
 
     def state(self) -> Dict:
-        return {**super().state(), "probe_position": self.probe_position}
+        return {**super().state(), "selections": self.selections, "controller": self.controller.state(),
+                "probe_position": self.probe_position}
 
     def load_state(self, state: Dict) -> None:
         super().load_state(state)
+        self.selections = state["selections"]
+        self.controller.load_state(state["controller"])
         self.probe_position = state["probe_position"]
 
     def _recalibrate(self) -> Dict[str, float]:

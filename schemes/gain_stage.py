@@ -149,6 +149,7 @@ class GainStageTraining(BudgetedScheme):
     """One look names the stage where the gain lives; every selection trains whole blocks from it up."""
 
     train_type = "gain_stage_training"
+    reselects = True
     accepts_memory_budget = False
     overhead_parts = ("probe", "probe_trace", "dp")  # the look is the probe; tracing is paid once a process
     KINDS = ("whole", "reach", "head")  # a period's own selection, the rotation's two steps

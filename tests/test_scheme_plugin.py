@@ -99,3 +99,12 @@ def test_a_scheme_in_one_new_file_runs_through_main(tmp_path, workdir, tfds_dir)
     assert "--every_k K goes with --train_type every_kth_training" in checked.stderr
     assert "--every_k must be at least 1, got 0" in checked.stderr and "Traceback" not in checked.stderr
     assert "every_kth_training only:" in answers["help"] and "every_kth_training" in answers["help"]
+
+
+def test_no_scheme_inherits_through_more_than_three_classes_of_its_own():
+    """Issue 54: a scheme reads in at most three files' worth of ancestry (Scheme included)."""
+    import schemes
+
+    for name, cls in schemes.SCHEMES.items():
+        own = [c for c in cls.__mro__[1:] if c.__module__.split(".")[0] == "schemes"]
+        assert len(own) <= 3, f"{name}: {' > '.join(c.__name__ for c in own)}"
