@@ -212,7 +212,8 @@ def test_training_under_a_memory_budget_end_to_end(workdir, tfds_dir, capsys, sc
     accumulator = event_accumulator.EventAccumulator(str(workdir / "logs" / name), size_guidance={"tensors": 0})
     accumulator.Reload()
     tags = set(accumulator.Tags()["tensors"])
-    assert {"memory/predicted_peak_mb", "memory/step_peak_mb", "memory/selection_peak_mb"} <= tags
+    assert {"under_the_hood/memory/predicted_peak_mb", "under_the_hood/memory/step_peak_mb",
+            "under_the_hood/memory/selection_peak_mb"} <= tags
     assert "Memory budget:" in capsys.readouterr().out
 
 
