@@ -191,7 +191,8 @@ def _decode_and_resize(image: tf.Tensor, input_size: int) -> tf.Tensor:
 def held_out(index: tf.Tensor, val_fraction: float) -> tf.Tensor:
     """Whether training example `index` (0-based, in the split's fixed stored order) belongs to
     the validation split: exactly floor(N * val_fraction) of N examples, evenly spaced, so a
-    class-sorted split (an image folder) is held out per class and a shuffled one at random."""
+    class-sorted split would be held out per class and a shuffled one at random (TFDS stores an
+    image folder's examples in a fixed shuffled order, not class by class)."""
     if val_fraction <= 0:
         return tf.zeros_like(index, tf.bool)
     position = tf.cast(index, tf.float64)
