@@ -28,8 +28,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from experiments.ray_node import sha256_of as file_sha256  # (standard library only, shipped to Ray nodes)
 from experiments.runner import add_distribution_flags, distribution, train_all
 from experiments.sharding import load_manifests, nominal_cost, record, report, select
-from experiments.study_plans import (FRONTIER_COMPARED, PLANS, PROTOCOLS, REGIME_BLOCK_RANGES, TASKS, Run, plan_runs,
-                                     profiler_arguments, plan_protocol, require_backbone, study_key, validation_flags)
+from experiments.study_plans import (FRONTIER_COMPARED, JUDGEMENT_DRAWS, JUDGEMENT_SEEDS, PLANS, PROTOCOLS,
+                                     REGIME_BLOCK_RANGES, TASKS, Run, plan_runs, profiler_arguments, plan_protocol,
+                                     require_backbone, study_key, task_name, validation_flags)
 from utils import UserError, atomic_write_json, atomic_write_text, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -138,7 +139,8 @@ FAMILY_SEEDS = 3  # the frontier's family runs at least this many seeds before i
 DECISIVE_FILE = "decisive_configs.txt"  # beside a frontier plan's results, once --decisive chose them
 
 
-def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str, dry_run: bool = False) -> List[Run]:
+def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str, dry_run: bool = False,
+                  task: Optional[str] = None) -> List[Run]:
     """The runs of the frontier plan that decide its judgement (each compared scheme and the
     frontier member at its measured step ratio, from the results in `out_dir`), for more seeds.
     Chosen once and frozen beside the results, except in a dry run (which shows the choice)."""
@@ -151,6 +153,10 @@ def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str, dry_run: bool = 
     if os.path.exists(frozen):  # chosen once: every later call (and every shard) runs the same configs
         with open(frozen) as handle:
             chosen = set(handle.read().split())
+    elif task in JUDGEMENT_DRAWS:  # issue 54's draws: the members placed at the selector's 5-seed ratio
+        chosen = placed_members(out_dir)
+        if not dry_run:
+            atomic_write_text(frozen, "\n".join(sorted(chosen)) + "\n")
     else:
         groups = load_results(out_dir) if os.path.isdir(out_dir) else {}
         seeds = family_seeds(groups)
@@ -172,6 +178,31 @@ def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str, dry_run: bool = 
     return [run for run in runs if run.config_name in chosen]
 
 
+def placed_members(out_dir: str) -> set:
+    """Issue 54's frontier members on a draw (BENCHMARKS.md): each placed at the selector's own mean
+    step ratio over its five judging seeds (the judgement plan's folder beside `out_dir`), ranked on
+    the family's seeds 0-2; UserError until both have run."""
+    from experiments.study_judgement import SELECTOR, budget_names, placements
+    from experiments.study_table import load_results
+
+    judged_dir = os.path.join(os.path.dirname(out_dir), "judgement")
+    family = load_results(out_dir) if os.path.isdir(out_dir) else {}
+    judged = load_results(judged_dir) if os.path.isdir(judged_dir) else {}
+    lacking = [budget for budget in budget_names() if not set(JUDGEMENT_SEEDS) <= {
+        run.get("seed") for run in judged.get(f"{SELECTOR}_{budget}", [])}]
+    if lacking or len(family_seeds_of(family)) < FAMILY_SEEDS:
+        raise UserError(f"--decisive on this draw places the frontier members at {SELECTOR}'s step ratio over its "
+                        f"seeds {', '.join(map(str, JUDGEMENT_SEEDS))}: first run the judgement plan with --seeds "
+                        f"{' '.join(map(str, JUDGEMENT_SEEDS))} and the frontier plan (seeds 0-2)"
+                        + (f"; the selector lacks seeds at {', '.join(lacking)}" if lacking else ""))
+    return {member["config"] for member in placements(family, judged).values() if member}
+
+
+def family_seeds_of(groups: Dict[str, List[Dict]]) -> set:
+    from experiments.study_frontier import family_seeds
+    return family_seeds(groups) if groups else set()
+
+
 def run_costs(model_name: str, runs: Sequence[Run]) -> Dict[str, float]:
     """Each run's nominal cost (experiments/sharding.py): what the shards balance."""
     protocol = PROTOCOLS[model_name]
@@ -188,7 +219,7 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool,
     runs = plan_runs(plan, model_name, seeds)
     out_dir, log_root = results_dir(model_name, plan), logs_dir(model_name, plan)
     if getattr(options, "decisive", False):
-        runs = decisive_runs(plan, runs, out_dir, dry_run)
+        runs = decisive_runs(plan, runs, out_dir, dry_run, task_name(model_name))
     python = sys.executable
     mine = set(select([run.name for run in runs], run_costs(model_name, runs), shard,
                       {run.name: f"seed {run.seed}" for run in runs} if options.shard_by == "seed" else None))
@@ -302,12 +333,23 @@ def frontier_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List
     """The frontier plan's reading below its table, then what each compared scheme's selections
     held stage by stage (from the runs' logs, where this machine has them); printed too."""
     from experiments.study_frontier import CANDIDATE, COMPARED_PREFIXES, frontier_section, judgement_section
-    from experiments.study_plans import JUDGED, task_name
+    from experiments.study_plans import JUDGED
     section = frontier_section(groups)
     judged = judgement_section(groups, JUDGED.get(task_name(model_name), CANDIDATE))
     section += ("\n" + judged) if judged else ""
     compared = {name: runs for name, runs in groups.items() if name.startswith(COMPARED_PREFIXES)}
     section += selections_appendix(model_name, "frontier", compared, groups)
+    print(section)
+    return section
+
+
+def judgement_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List[Dict]) -> str:
+    """Issue 54's rule read on a draw, below the judgement plan's table: its runs against the frontier
+    plan's family on the same draw (experiments/study_judgement.py); printed too."""
+    from experiments.study_judgement import judgement_section
+    from experiments.study_table import load_results
+    frontier_dir = results_dir(model_name, "frontier")
+    section = judgement_section(load_results(frontier_dir) if os.path.isdir(frontier_dir) else {}, groups)
     print(section)
     return section
 
@@ -377,7 +419,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     by_depth = os.path.splitext(figure)[0] + "_depth.png"
     appendix = {"depth": functools.partial(depth_appendix, args.model_name, by_depth),  # readings below the table
                 "regime": functools.partial(regime_appendix, args.model_name),
-                "frontier": functools.partial(frontier_appendix, args.model_name)}.get(args.plan)
+                "frontier": functools.partial(frontier_appendix, args.model_name),
+                "judgement": functools.partial(judgement_appendix, args.model_name)}.get(args.plan)
     if args.plan == "frontier" and not args.output:
         check_selections_kept(args.model_name, directory)
     planned = [run.name for run in plan_runs(args.plan, args.model_name, args.seeds)]

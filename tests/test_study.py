@@ -737,6 +737,30 @@ def test_decisive_runs_are_the_compared_schemes_and_their_frontier_members(tmp_p
     assert top["val"] == pytest.approx(0.66) and top["ratio"] == pytest.approx(0.52) and top["seeds"] == 4
 
 
+def test_on_issue_54s_draws_the_decisive_members_are_placed_at_the_selectors_five_seed_ratio(tmp_path):
+    frontier, judged = tmp_path / "frontier", tmp_path / "judgement"
+    frontier.mkdir(), judged.mkdir()
+
+    def write(folder, config, seed, ratio, val):
+        summary = {"run_name": f"{config}_s{seed}", "seed": seed, "step_time_ratio_achieved": ratio,
+                   "final_test_accuracy": 0.7, "history": [{"epoch": 12, "val_accuracy": val}]}
+        (folder / f"{config}_s{seed}.json").write_text(json.dumps(summary))
+
+    for seed in range(3):
+        write(frontier, "static_top_training_rho0.4_exact", seed, 0.45, 0.60)
+        write(frontier, "block_range_training_blocks11-19", seed, 0.60, 0.65)
+    runs = study_plans.plan_runs("frontier", "parts_seed5_mobilenetv2", [3, 4])
+    with pytest.raises(UserError, match="first run the judgement plan.*lacks seeds at rho0.533_paper, rho0.7_exact"):
+        study.decisive_runs("frontier", runs, str(frontier), task="parts_seed5")
+    for seed in range(5):  # 0.50 on seeds 0-2 would place the cheap top; 0.58 over all five places blocks 11-19
+        write(judged, "gain_stage_training_rho0.533_paper", seed, 0.50 if seed < 3 else 0.70, 0.7)
+        write(judged, "gain_stage_training_rho0.7_exact", seed, 0.50, 0.7)
+    chosen = study.decisive_runs("frontier", runs, str(frontier), task="parts_seed5")
+    assert {run.config_name for run in chosen} == {"static_top_training_rho0.4_exact", "block_range_training_blocks11-19"}
+    assert {run.seed for run in chosen} == {3, 4}
+    assert (frontier / study.DECISIVE_FILE).read_text().split() == sorted({run.config_name for run in chosen})
+
+
 def test_the_frontier_table_is_not_rewritten_without_the_logs_its_selections_come_from(tmp_path, monkeypatch):
     results = tmp_path / "results" / "study" / "mobilenetv2_64" / "frontier"
     results.mkdir(parents=True)
