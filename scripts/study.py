@@ -182,6 +182,7 @@ def placed_members(out_dir: str) -> set:
     """Issue 54's frontier members on a draw (BENCHMARKS.md): each placed at the selector's own mean
     step ratio over its five judging seeds (the judgement plan's folder beside `out_dir`), ranked on
     the family's seeds 0-2; UserError until both have run."""
+    from experiments.study_frontier import family_seeds
     from experiments.study_judgement import SELECTOR, budget_names, placements
     from experiments.study_table import load_results
 
@@ -190,17 +191,12 @@ def placed_members(out_dir: str) -> set:
     judged = load_results(judged_dir) if os.path.isdir(judged_dir) else {}
     lacking = [budget for budget in budget_names() if not set(JUDGEMENT_SEEDS) <= {
         run.get("seed") for run in judged.get(f"{SELECTOR}_{budget}", [])}]
-    if lacking or len(family_seeds_of(family)) < FAMILY_SEEDS:
+    if lacking or len(family_seeds(family)) < FAMILY_SEEDS:
         raise UserError(f"--decisive on this draw places the frontier members at {SELECTOR}'s step ratio over its "
                         f"seeds {', '.join(map(str, JUDGEMENT_SEEDS))}: first run the judgement plan with --seeds "
                         f"{' '.join(map(str, JUDGEMENT_SEEDS))} and the frontier plan (seeds 0-2)"
                         + (f"; the selector lacks seeds at {', '.join(lacking)}" if lacking else ""))
     return {member["config"] for member in placements(family, judged).values() if member}
-
-
-def family_seeds_of(groups: Dict[str, List[Dict]]) -> set:
-    from experiments.study_frontier import family_seeds
-    return family_seeds(groups) if groups else set()
 
 
 def run_costs(model_name: str, runs: Sequence[Run]) -> Dict[str, float]:
