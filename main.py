@@ -34,7 +34,7 @@ from models import gradient_filter as filtering
 from run_outputs import RunOutputs, provenance, unique_run_name
 from schemes import SCHEMES
 from train import load_profile_for, train
-from train_step import OPTIMIZERS
+from train_step import OPTIMIZERS, PROBE_MODES
 from utils import (UserError, ensure_writable_dir, overhead_share, positive_int, read_json, run_cli,
                    str2bool)
 
@@ -166,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
               "<model>_<input>_<classes>_<batch>_profile.json, made by profiler.py)")
     flag("--probe_batches", type=positive_int, default=1,
          help="elastic_training: batches averaged for each importance evaluation (paper: 1)")
+    flag("--probe_mode", default="auto", choices=PROBE_MODES,
+         help="elastic schemes and gain_stage_training: run the probe's gradient calls traced (a trace and "
+              "compile once a process, then fast calls), eagerly (no trace, slower calls), or auto: whichever the "
+              "profile's measured costs (probe_costs) say is cheaper for the calls this run makes; the summary "
+              "says which and why")
     flag("--recalibrate", type=int, default=0, metavar="K",
          help="elastic schemes: every K selections, re-measure forward and full-step times "
               "live instead of trusting the profile forever (0: never)")
@@ -313,6 +318,9 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         if args.rho_mode != "exact":
             raise UserError("--memory_budget_mb works with --rho_mode exact (paper mode keeps the original's time "
                             "budget, which has no memory side)")
+        if args.probe_mode == "eager":
+            raise UserError("--probe_mode eager does not go with --memory_budget_mb: a memory budget runs the probe "
+                            "in micro-batches, traced (the memory model measured that pass); drop --probe_mode")
     own = scheme_options(args)  # first: it fills in the scheme's defaults (gradient filtering's radius)
     radius = args.gf_radius or 0
     if radius == 1 or radius < 0:
@@ -347,6 +355,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         checkpoint_every=args.checkpoint_every, checkpoint_seconds=args.checkpoint_seconds,
         gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1], validation=validation, val_fraction=val_fraction,
         energy_meter=args.energy_meter, memory_budget_mb=args.memory_budget_mb, test_every_epoch=args.test_every_epoch,
+        probe_mode=args.probe_mode,
         scheme_options={name: value for name, value in own.items() if name not in fields}, **own_fields)
 
 
@@ -439,7 +448,8 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
         seconds = summary["selection_seconds"]
         parts = summary.get("selection_parts", {})
         split = ", ".join(f"{name} {parts[part]:.2f} s" for part, name in
-                          (("probe_trace", "tracing the probe"), ("probe", "probe"), ("anchor", "anchor"),
+                          (("probe_trace", "the probe's first call"), ("probe_calls", "its gradient calls"),
+                           ("probe", "its snapshots, update and copies"), ("anchor", "anchor"),
                            ("analysis", "contribution analysis"), ("dp", "DP"),
                            ("recalibrate", "recalibration")) if parts.get(part))
         overhead.append(f"selecting {sum(seconds):.1f} s ({100 * sum(seconds) / train_seconds:.1f} %, "
@@ -448,6 +458,8 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
                             overhead_share(summary["compile_seconds"], seconds, train_seconds))
         overhead.append(f"together {100 * share:.1f} %")
     lines.append(f"Inside that time:     {'; '.join(overhead)}")
+    if summary.get("probe"):
+        lines.append(f"Probe:                {summary['probe']['mode']} ({summary['probe']['why']})")
     if summary["selection_seconds"] and share > OVERHEAD_HINT_SHARE:
         lines.append(f"Hint:                 {len(summary['selection_seconds'])} selections took "
                      f"{100 * share:.0f} % of the training time; each new one probes and compiles a "

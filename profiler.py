@@ -31,8 +31,8 @@ from models import gradient_filter as filtering
 import memory_model
 import models
 import profile_tables
-from train_step import (MB, TrainStep, allocator_device, allocator_mb, forward_function, free_batch_gradients,
-                        full_gradients, micro_batched_gradients,
+from train_step import (MB, TrainStep, allocator_device, allocator_mb, break_even_calls, eager_gradients,
+                        forward_function, free_batch_gradients, full_gradients, micro_batched_gradients,
                         make_optimizer, reset_peak, shared_forward, typical_ms, wall_time_samples, wall_times_ms)
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
@@ -47,6 +47,36 @@ CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay u
 # fit; training interpolates between them to re-anchor rho on today's machine speed).
 PROBE_CHUNK_COUNTS = (2, 3, 4, 6, 8, 16, 32)
 MEMORY_TOPS = (0.25, 0.5, 0.75)  # contiguous tops measured besides the calibration steps to fit the memory model
+PROBE_COST_CALLS = 8  # timed gradient calls of each of the probe's modes (eager, traced), in alternating blocks
+
+
+def probe_cost_sentence(profile: Dict) -> str:
+    """The profile's probe costs in words, with the break-even number of calls."""
+    costs = profile["probe_costs"]
+    return (f"traced {costs['traced_ms']:.1f} ms a call after a first call of {costs['traced_first_ms']:.0f} ms "
+            f"(trace and compile), eager {costs['eager_ms']:.1f} ms after {costs['eager_first_ms']:.0f} ms; tracing "
+            f"pays from {break_even_calls(costs):.1f} calls a process")
+
+
+def measure_probe_costs(model: tf.keras.Model, images: tf.Tensor, labels: tf.Tensor,
+                        calls: int = PROBE_COST_CALLS) -> Dict[str, float]:
+    """The importance probe's gradient call both ways, as a run pays it (training picks the cheaper
+    for the calls it will make, train_step.choose_probe_mode): the first traced call (trace,
+    compile and run, in a process that has traced nothing of this model yet, as a run's first
+    selection does), the first eager call, then typical calls of each (ms; blocks alternate).
+    Gradients only: weights untouched. Call it before anything else traces the model."""
+    def finished(gradients) -> None:
+        next(g for g in gradients if g is not None).numpy()
+
+    functions = {"traced": full_gradients(model, shared_forward(model)), "eager": eager_gradients(model)}
+    costs: Dict[str, float] = {}
+    for mode, function in functions.items():
+        start = time.perf_counter()
+        finished(function(images, labels))
+        costs[f"{mode}_first_ms"] = (time.perf_counter() - start) * 1000
+    samples = wall_time_samples([lambda f=f: finished(f(images, labels)) for f in functions.values()], calls, block=2)
+    costs.update({f"{mode}_ms": typical_ms(times) for mode, times in zip(functions, samples)}, calls_timed=calls)
+    return costs
 
 
 def tensor_points(model: tf.keras.Model) -> List[int]:
@@ -286,7 +316,11 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     if batch_size < 1 or num_iterations < 1 or repeats < 1:
         raise UserError("batch size, iterations and repeats must all be at least 1")
     images, labels = random_batch(model, batch_size, seed)
-    snapshot = model.get_weights()
+    snapshot = model.get_weights()  # (training-mode BatchNorm moves its statistics: restored at the end)
+    try:
+        probe_costs = measure_probe_costs(model, images, labels)  # first: as a run, before anything traced the model
+    finally:
+        model.set_weights(snapshot)
     timed_optimizer = make_optimizer(optimizer, 1e-4, 5e-4, 1000).optimizer
     points = tensor_points(model)
     step = TrainStep(model, timed_optimizer, model.trainable_weights)  # traced whole: its graph maps ops
@@ -354,6 +388,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
     meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
                 device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms, T_grad_chunks_ms=chunks_ms,
+                probe_costs=probe_costs,
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
     profile = profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
                                           meta=meta, more=list(zip(more, more_ms)))
@@ -611,6 +646,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if not memory_model.has_memory_model(profile) and allocator_mb() is not None:  # --memory_budget_mb's
                 raise UserError(f"{json_path} was made before profiles measured the memory model")
             logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
+            if "probe_costs" not in profile:  # made before the probe could run eagerly: add what it lacks
+                snapshot = model.get_weights()  # (training-mode BatchNorm moves its statistics; --validate follows)
+                profile["probe_costs"] = measure_probe_costs(model, *random_batch(model, args.batch_size, args.seed))
+                model.set_weights(snapshot)
+                atomic_write_json(json_path, profile)
+                logging.info("added the probe's measured costs to %s: %s", json_path, probe_cost_sentence(profile))
         except UserError as error:  # stale (e.g. made before BatchNorm modes were recorded) or broken
             logging.info("measuring again: %s", str(error).split(". Make the right one")[0])
             profile = None
@@ -627,6 +668,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         logging.info("profiled %s in %.0f s: T_fp %.1f ms, T_bp %.1f ms, T_full %.1f ms, coverage %.1f%%",
                      args.model_name, time.perf_counter() - start, profile["T_fp_ms"], profile["T_bp_ms"],
                      profile["T_full_ms"], 100 * profile["coverage"])
+        logging.info("the probe's gradient call: %s", probe_cost_sentence(profile))
         logging.info("wrote %s, %s.csv and figures/%s.png; trace in %s (tensorboard --logdir %s)",
                      json_path, os.path.join(args.output_dir, name), name,
                      os.path.join(args.logdir, name), args.logdir)

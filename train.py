@@ -569,6 +569,7 @@ class Loop:
                        process_seconds=state.process_seconds + time.perf_counter() - self.process_start,
                        selection_parts=dict(scheme.overhead), selection_parts_each=list(state.selection_parts),
                        first_call_ms=list(state.first_call_ms), **energy_summary(state.history, self.meter),
+                       **scheme.facts,
                        **memory_summary(config, state))
         return summary
 

@@ -94,6 +94,65 @@ def full_gradients(model: tf.keras.Model, forward: Forward, input_signature: Opt
     return tf.function(gradients, input_signature=input_signature, autograph=False)
 
 
+def eager_gradients(model: tf.keras.Model) -> Callable:
+    """`full_gradients`' pass run eagerly: nothing to trace or compile, each call slower (Python
+    dispatches every layer's ops). The same gradients within float rounding (the graph's fused
+    kernels round differently)."""
+    def gradients(images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
+        with tf.GradientTape() as tape:
+            tape.watch(model.trainable_weights)
+            loss = classification_loss(labels, model(images, training=True))
+        return tape.gradient(loss, model.trainable_weights)
+
+    return gradients
+
+
+PROBE_MODES = ("auto", "eager", "traced")
+PROBE_COST_KEYS = ("traced_first_ms", "traced_ms", "eager_first_ms", "eager_ms")
+
+
+def probe_seconds(costs: Dict[str, float], mode: str, calls: int) -> float:
+    """Seconds `calls` gradient calls of the probe take in `mode`, from a profile's `probe_costs`:
+    the first call (tracing and compiling, or eager's first dispatch) and the rest at the typical
+    call's time."""
+    if calls < 1:
+        return 0.0
+    return (costs[f"{mode}_first_ms"] + (calls - 1) * costs[f"{mode}_ms"]) / 1000
+
+
+def break_even_calls(costs: Dict[str, float]) -> float:
+    """The number of calls from which tracing the probe costs no more than running it eagerly
+    (inf when an eager call is no slower than a traced one)."""
+    premium = costs["eager_ms"] - costs["traced_ms"]
+    if premium <= 0:
+        return float("inf")
+    return 1 + max(costs["traced_first_ms"] - costs["eager_first_ms"], 0.0) / premium
+
+
+def choose_probe_mode(requested: str, costs: Optional[Dict[str, float]], calls: int) -> Dict[str, object]:
+    """How the probe runs for the `calls` gradient calls a process will make: `requested` unless it
+    is "auto", then whichever the measured `costs` (a profile's `probe_costs`) say is cheaper for
+    that many calls, traced when no costs were measured. Returns the mode, the calls, the predicted
+    seconds of both modes and the break-even (when costs are known) and a sentence why."""
+    if requested not in PROBE_MODES:
+        raise ValueError(f"unknown probe mode {requested!r}; choose one of: {', '.join(PROBE_MODES)}")
+    known = bool(costs) and all(key in costs for key in PROBE_COST_KEYS)
+    choice: Dict[str, object] = {"requested": requested, "calls": int(calls)}
+    if known:
+        eager_s, traced_s = probe_seconds(costs, "eager", calls), probe_seconds(costs, "traced", calls)
+        choice.update(eager_seconds=eager_s, traced_seconds=traced_s, break_even_calls=break_even_calls(costs))
+    if requested != "auto":
+        choice.update(mode=requested, why=f"--probe_mode {requested}")
+    elif not known:
+        choice.update(mode="traced", why="the profile did not time the probe both ways (made before probe_costs; "
+                                         "profiler.py adds them to it): traced, as before")
+    else:
+        mode = "eager" if eager_s < traced_s else "traced"
+        choice.update(mode=mode, why=f"{calls} gradient calls: eager {eager_s:.2f} s, traced {traced_s:.2f} s with "
+                                     f"its trace (break-even at {choice['break_even_calls']:.1f} calls)")
+    return choice
+
+
 def free_batch_gradients(model: tf.keras.Model, forward: Forward, images: tf.Tensor, labels: tf.Tensor) -> Callable:
     """`full_gradients` traced once for any batch size (the micro-batched probe's)."""
     free = [tf.TensorSpec([None, *tensor.shape[1:]], tensor.dtype) for tensor in (images, labels)]

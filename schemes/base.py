@@ -144,6 +144,7 @@ class Scheme:
         self.mask = self.initial_mask(context.model)
         self.penalty: Optional[Callable[[], tf.Tensor]] = None
         self.overhead: Dict[str, float] = {part: 0.0 for part in self.overhead_parts}  # seconds
+        self.facts: Dict[str, object] = {}  # what the scheme decided that the summary records (e.g. "probe")
 
     @classmethod
     def check(cls, model: tf.keras.Model, config: "TrainConfig") -> None:

@@ -11,8 +11,8 @@ import tensorflow as tf
 import models
 from schemes.base import BudgetedScheme, Context, classifier_mask, interval_steps
 from schemes.time_budget import StepTimeController
-from train_step import (Forward, chunked_time_ms, free_batch_gradients, full_gradients, micro_batched_gradients,
-                        preserved_state, typical_ms, wall_times_ms)
+from train_step import (Forward, choose_probe_mode, chunked_time_ms, eager_gradients, free_batch_gradients,
+                        full_gradients, micro_batched_gradients, preserved_state, typical_ms, wall_times_ms)
 
 
 class ImportanceProbe:
@@ -23,6 +23,10 @@ class ImportanceProbe:
     estimate of how much that update lowers the loss). The probe snapshots every model
     variable (including BatchNorm statistics and RNG states) and every optimizer variable
     (slots, iterations, hence the schedules' step) and restores them bit for bit.
+
+    Its gradient calls run traced (one tf.function: a trace and compile on the first call, fast
+    after) or eagerly (no trace, each call slower); `plan` picks the cheaper for the calls a
+    process will make from the profile's measured costs.
     """
 
     def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer,
@@ -30,16 +34,64 @@ class ImportanceProbe:
         self.model, self.optimizer = model, optimizer
         self.forward = forward or (lambda images: model(images, training=True))  # the run's shared one
         self._full_gradients = full_gradients(model, self.forward)
+        self._eager_gradients = eager_gradients(model)
+        self.mode = "traced"  # or "eager" (see plan)
+        self.choice: Dict = {}  # the last plan's mode, calls, predicted seconds and why
+        self._eager_warm = False  # whether this process has made an eager call
         self.last_batch = None  # the last batch probed (the live anchor times its calls on it)
         self.calls_ms: List[float] = []  # wall times of the last probe's gradient calls
         self.chunks = 1  # micro-batches of each probe batch (a memory budget may ask for more)
         self._chunk_gradients: Optional[Callable] = None  # traced once for any micro-batch size
-        self.trace_seconds = 0.0  # calls that traced and compiled the gradient function (and ran it once)
+        self.trace_seconds = 0.0  # one-off first calls: tracing and compiling (traced), or the first dispatch (eager)
+
+    def plan(self, calls: int, requested: str, profile: Optional[Dict]) -> Dict:
+        """Run the next `calls` gradient calls eagerly or traced (`requested`, or under "auto" the
+        cheaper by the profile's `probe_costs`); micro-batched probes stay traced (the memory model
+        measured the traced pass). Returns the choice (train_step.choose_probe_mode)."""
+        costs = (profile or {}).get("probe_costs")
+        if self.chunks > 1 and requested == "auto":
+            self.choice = {**choose_probe_mode("traced", costs, calls), "requested": "auto",
+                           "why": "a memory budget micro-batches the probe: traced, as the memory model measured it"}
+        else:
+            self.choice = choose_probe_mode(requested, costs, calls)
+        self.mode = self.choice["mode"]
+        return self.choice
+
+    def profiled_ms(self, profile: Optional[Dict]) -> Optional[float]:
+        """The profile's time of one whole-batch gradient call as the probe now runs it: `T_grad_ms`
+        traced; eager, scaled by the eager/traced ratio the profile measured (None without it)."""
+        traced = float((profile or {}).get("T_grad_ms") or 0) or None
+        if self.mode == "traced" or traced is None:
+            return traced
+        costs = (profile or {}).get("probe_costs") or {}
+        return traced * costs["eager_ms"] / costs["traced_ms"] if costs.get("traced_ms") else None
+
+    def timed(self, overhead: Dict[str, float], work: Callable):
+        """`work()` (which probes), its wall time added to a scheme's `overhead` in three parts:
+        probe_trace (one-off first calls: a trace and compile, or eager's first dispatch),
+        probe_calls (the other gradient calls) and probe (the rest: snapshots, the update, restores,
+        host copies)."""
+        one_off, start = self.trace_seconds, time.perf_counter()
+        self.calls_ms = []
+        result = work()
+        total, one_off = time.perf_counter() - start, self.trace_seconds - one_off
+        calls = sum(self.calls_ms) / 1000
+        for part, seconds in (("probe_trace", one_off), ("probe_calls", calls), ("probe", total - one_off - calls)):
+            overhead[part] = overhead.get(part, 0.0) + seconds
+        return result
+
+    @property
+    def gradient_function(self) -> Callable:
+        return self._eager_gradients if self.mode == "eager" else self._full_gradients
 
     def _gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[Optional[tf.Tensor]]:
         """The full gradients on one batch. With `chunks` above 1, the batch's mean-loss gradients
         summed over micro-batches, each weighted by its share (the same gradients with frozen
         BatchNorm, where examples do not interact; augmentation and dropout draw per micro-batch)."""
+        if self.mode == "eager":
+            function = self._eager_gradients
+            return self._timed(function, lambda: function(images, labels) if self.chunks == 1 else
+                               micro_batched_gradients(function, images, labels, self.chunks))
         if self.chunks == 1:
             return self._timed(self._full_gradients, lambda: self._full_gradients(images, labels))
         if self._chunk_gradients is None:  # a free batch dimension: a new chunk count traces nothing
@@ -48,17 +100,21 @@ class ImportanceProbe:
                            lambda: micro_batched_gradients(self._chunk_gradients, images, labels, self.chunks))
 
     def _timed(self, function, call: Callable[[], List[Optional[tf.Tensor]]]) -> List[Optional[tf.Tensor]]:
-        """`call()` (which runs the tf.function `function`), timed into `calls_ms` (the live
-        anchor's) unless it traced and compiled the function (a new process, a resumed run): that
-        time goes to `trace_seconds`."""
-        traces = function.experimental_get_tracing_count()
+        """`call()` (which runs `function`: a tf.function, or the eager one), timed into `calls_ms`
+        (the live anchor's) unless it was a one-off first call (one that traced and compiled the
+        tf.function, or the process's first eager call): that time goes to `trace_seconds`."""
+        counter = getattr(function, "experimental_get_tracing_count", None)
+        traces = counter() if counter else None
         start = time.perf_counter()
         gradients = call()
         next(g for g in gradients if g is not None).numpy()  # the call has finished
-        if function.experimental_get_tracing_count() == traces:
-            self.calls_ms.append((time.perf_counter() - start) * 1000)
-        else:
+        one_off = counter() != traces if counter else not self._eager_warm
+        if counter is None:
+            self._eager_warm = True
+        if one_off:
             self.trace_seconds += time.perf_counter() - start
+        else:
+            self.calls_ms.append((time.perf_counter() - start) * 1000)
         return gradients
 
     def gradients_ms(self, step: Optional[Callable] = None, calls: int = 2) -> List[float]:
@@ -68,7 +124,8 @@ class ImportanceProbe:
         made some, else timed now; state restored after (dropout draws from its generator)."""
         images, labels = self.last_batch
         probed, self.calls_ms = self.calls_ms, []
-        functions = [] if probed else [lambda: self._full_gradients(images, labels)[0].numpy()]
+        function = self.gradient_function
+        functions = [] if probed else [lambda: function(images, labels)[0].numpy()]
         if step is not None:
             functions.append(lambda: step(images, labels)[0].numpy())
         with preserved_state(self.model, self.optimizer):
@@ -147,7 +204,7 @@ class ElasticTraining(BudgetedScheme):
 
     train_type = "elastic_training"
     reselects = True
-    overhead_parts = ("probe", "probe_trace", "anchor", "dp", "recalibrate")
+    overhead_parts = ("probe_trace", "probe_calls", "probe", "anchor", "dp", "recalibrate")
 
     def __init__(self, context: Context):
         super().__init__(context)
@@ -175,6 +232,14 @@ class ElasticTraining(BudgetedScheme):
         self.probe_position += count
         return batches
 
+    calls_per_batch = 2  # the probe's gradient calls per probe batch (the update's and the one after it)
+
+    def probe_calls(self, step: int) -> int:
+        """The gradient calls the probe makes from `step` to the run's end (this process's)."""
+        total = self.context.steps_per_epoch * self.context.config.num_epochs
+        selections = -(-max(total - step, 0) // self.interval_steps)  # due at multiples of the interval
+        return selections * self.context.config.probe_batches * self.calls_per_batch
+
     def importance(self) -> np.ndarray:
         return self.probe.loss_change(self.probe_batches())
 
@@ -197,12 +262,10 @@ class ElasticTraining(BudgetedScheme):
             batch_size = self.context.config.batch_size
             self.probe.chunks = self.controller.memory.probe_chunks(room, batch_size) or batch_size
             info["memory/probe_chunks"] = self.probe.chunks
-        traced = self.probe.trace_seconds
-        with self.timed("probe"):  # the first probe also traces and compiles the probe's graph
-            importance = normalized(self.importance())
-        traced = self.probe.trace_seconds - traced  # told apart: tracing is paid once a process
-        self.overhead["probe"] -= traced
-        self.overhead["probe_trace"] = self.overhead.get("probe_trace", 0.0) + traced
+        if not self._selected_here or self.probe.chunks > 1:  # once a process (a budget's chunks: traced)
+            self.facts["probe"] = self.probe.plan(self.probe_calls(step), self.context.config.probe_mode,
+                                                  self.context.profile)
+        importance = normalized(self.probe.timed(self.overhead, self.importance))
         if self._anchored():
             with self.timed("anchor"):
                 measured = self._drift(info.get("elastic/achieved_step_ms"))
@@ -235,13 +298,13 @@ class ElasticTraining(BudgetedScheme):
         return self.probe.gradients_ms()[0] / T_grad
 
     def _profiled_probe_ms(self) -> Optional[float]:
-        """The profile's time of the probe's pass as it runs now: whole (`T_grad_ms`) or, under a
-        memory budget, in `probe.chunks` micro-batches (`T_grad_chunks_ms`; None when the profile
-        did not time that many)."""
+        """The profile's time of the probe's pass as it runs now: whole (`T_grad_ms`, scaled to an
+        eager call when the probe runs eagerly) or, under a memory budget, in `probe.chunks`
+        micro-batches (`T_grad_chunks_ms`; None when the profile did not time that many)."""
         profile = self.context.profile or {}
         if self.probe.chunks > 1:
             return chunked_time_ms(profile.get("T_grad_chunks_ms"), self.probe.chunks)
-        return float(profile.get("T_grad_ms") or 0) or None
+        return self.probe.profiled_ms(profile)
 
     def _anchored(self) -> bool:
         """Whether this selection re-anchors rho on the machine's current speed (see `_drift`).
@@ -288,6 +351,7 @@ class ElasticWeightMagnitude(ElasticTraining):
 
     train_type = "elastic_training_weight_magnitude"
     accepts_memory_budget = False
+    calls_per_batch = 0
 
     def importance(self) -> np.ndarray:
         return np.array([float(tf.reduce_sum(tf.abs(w))) for w in self.context.model.trainable_weights])
@@ -298,6 +362,7 @@ class ElasticGradMagnitude(ElasticTraining):
 
     train_type = "elastic_training_grad_magnitude"
     accepts_memory_budget = False
+    calls_per_batch = 1
 
     def importance(self) -> np.ndarray:
         return self.probe.gradient_magnitude(self.probe_batches())

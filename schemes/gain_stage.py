@@ -151,7 +151,7 @@ class GainStageTraining(BudgetedScheme):
     train_type = "gain_stage_training"
     reselects = True
     accepts_memory_budget = False
-    overhead_parts = ("probe", "probe_trace", "dp")  # the look is the probe; tracing is paid once a process
+    overhead_parts = ("probe_trace", "probe_calls", "probe", "dp")  # the look is the probe
     KINDS = ("whole", "reach", "head")  # a period's own selection, the rotation's two steps
 
     @classmethod
@@ -251,13 +251,10 @@ class GainStageTraining(BudgetedScheme):
         shares = {f"rotation/{kind}_share": count / steps for kind, count in self.period_steps.items() if steps}
         self.period_steps = {kind: 0 for kind in self.KINDS}
         info = self.controller.end_period(self.mask) if self.selections else {}
-        traced = self.probe.trace_seconds
-        with self.timed("probe"):
-            if self.look is None:
-                self._set_look(self._looked())
-        traced = self.probe.trace_seconds - traced  # the first gradient call traces and compiles
-        self.overhead["probe"] -= traced
-        self.overhead["probe_trace"] += traced
+        if self.look is None:
+            self.facts["probe"] = self.probe.plan(2 * self.look_count, self.context.config.probe_mode,
+                                                  self.context.profile)
+            self._set_look(self.probe.timed(self.overhead, self._looked))
         self.last_importance = normalized(self.look)
         with self.timed("dp"):
             mask = self.choose()

@@ -11,6 +11,7 @@ import tensorflow as tf
 import memory_model
 import profile_tables
 import profiler
+import train_step
 from utils import UserError, atomic_write_json
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
@@ -191,6 +192,9 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
     # ... and in micro-batches, as a memory budget runs them (batch 64: every count timed)
     assert sorted(map(int, profile["T_grad_chunks_ms"])) == list(profiler.PROBE_CHUNK_COUNTS)
     assert all(ms > 0 for ms in profile["T_grad_chunks_ms"].values())
+    # the probe's gradient call both ways (training runs it the cheaper way for its calls)
+    assert all(profile["probe_costs"][key] > 0 for key in train_step.PROBE_COST_KEYS)
+    assert profile["probe_costs"]["traced_first_ms"] > profile["probe_costs"]["traced_ms"]  # it traced
     points = profiler.tensor_points(model)
     for k in range(len(points) - 1):  # shared points: no t_dy between (backward order) neighbours
         if points[k] == points[k + 1]:
@@ -242,6 +246,16 @@ def test_cli_profiles_then_reuses(tmp_path, caplog):
             assert profiler.main(arguments) == 0
         assert "measuring again" in caplog.text and "before profiles measured the memory model" in caplog.text
         assert memory_model.has_memory_model(profile_tables.load_profile(str(path)))
+        kept = profile_tables.load_profile(str(path))
+        path.write_text(json.dumps({key: value for key, value in kept.items() if key != "probe_costs"}))
+        caplog.clear()  # made before the probe could run eagerly: what it lacks is added, the rest kept
+        with caplog.at_level("INFO"):
+            assert profiler.main(arguments) == 0
+        assert "reusing the existing profile" in caplog.text and "added the probe's measured costs" in caplog.text
+        added = profile_tables.load_profile(str(path))
+        assert {key: value for key, value in added.items() if key != "probe_costs"} == \
+            {key: value for key, value in kept.items() if key != "probe_costs"}
+        assert added["probe_costs"]["eager_ms"] > 0
     finally:
         os.chdir(cwd)
 

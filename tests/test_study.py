@@ -333,7 +333,7 @@ def test_speedup_to_target_needs_every_reference_seed_to_get_there(tmp_path):
     assert "nan" not in study_table.markdown(rows, 0.69)
 
 
-def test_overhead_bench_runs_parse_and_its_report_breaks_the_wall_time_down(protocol):
+def test_overhead_bench_runs_parse_and_its_report_breaks_the_wall_time_down(protocol, tmp_path):
     from bench import overhead as bench_overhead
     import main
 
@@ -357,19 +357,23 @@ def test_overhead_bench_runs_parse_and_its_report_breaks_the_wall_time_down(prot
                 "provenance": {"code_commit": "abc"}}
 
     records = {}
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"T_grad_ms": 50.0}))  # two passes: 0.1 s, a full step
     for seed in (0, 1):
         records[f"full_training_s{seed}"] = {"summary": summary(20.0, 100.0), "seconds": 33.0}
         records[f"elastic_training_rho0.533_paper_s{seed}"] = {
-            "summary": {**summary(10.0, 50.0, (1.5, 0.3, 0.3), [{"probe_trace": 1.2, "probe": 0.2, "dp": 0.1},
-                                                                 {"probe": 0.2, "dp": 0.1}, {"probe": 0.2, "dp": 0.1}]),
-                        "reference_seconds": 3.0}, "seconds": 25.0}
+            "summary": {**summary(10.0, 50.0, (1.5, 0.3, 0.4), [{"probe_trace": 1.2, "probe": 0.2, "dp": 0.1},
+                                                                 {"probe": 0.2, "dp": 0.1}, {"probe": 0.3, "dp": 0.1}]),
+                        "reference_seconds": 3.0, "config": {"profile": str(profile)}}, "seconds": 25.0}
     text = bench_overhead.report(records, args)
     assert "| 1 | elastic_training | 70.0 | 69.0 | 10.0 | 25.0 | 50.0 | 0.500 | 2.00x | 1.32x |" in text
     assert "| process (measured around main.py) | 33.00 | 25.00 |" in text
-    assert "|   steps and data | 18.00 | 5.90 |" in text  # training minus selections minus compiles
+    assert "|   steps and data | 18.00 | 5.80 |" in text  # training minus selections minus compiles
     assert "| rest (python start, summary, report) | 3.50 | 2.50 |" in text  # 33 - (6 + 20 + 1 + 2 + 0.5)
-    assert "| elastic_training | first | 1.500 | 15.0 | probe_trace 1.200, probe 0.200, dp 0.100 |" in text
-    assert "| elastic_training | later | 0.300 | 3.0 | probe 0.200, dp 0.100 |" in text
+    assert "| elastic_training | first | 1.500 | 15.0 | 14.0 | probe_trace 1.200, probe 0.200, dp 0.100 |" in text
+    assert "| elastic_training | later | 0.350 | 3.5 | 2.5 | probe 0.250, dp 0.100 |" in text
+    assert "| elastic_training | costliest | 1.500 | 15.0 | 14.0 |" in text
+    assert "| full_training |" not in text.split("Selections")[1]  # no selections, no row
     assert "elastic_training: training speedup 2.00x, 2.00x; whole-process speedup 1.32x, 1.32x" in text
 
 
