@@ -19,6 +19,7 @@ import logging
 import operator
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,9 +32,10 @@ from models import gradient_filter as filtering
 import memory_model
 import models
 import profile_tables
-from train_step import (MB, TrainStep, allocator_device, allocator_mb, break_even_calls, eager_gradients,
-                        forward_function, free_batch_gradients, full_gradients, micro_batched_gradients,
-                        make_optimizer, reset_peak, shared_forward, typical_ms, wall_time_samples, wall_times_ms)
+from train_step import (MB, PROBE_COST_KEYS, StepCache, TrainStep, allocator_device, allocator_mb, break_even_calls,
+                        eager_gradients, forward_function, free_batch_gradients, full_gradients, micro_batched_gradients,
+                        make_optimizer, preserved_state, reset_peak, shared_forward, typical_ms, wall_time_samples,
+                        wall_times_ms)
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
 
@@ -54,28 +56,59 @@ def probe_cost_sentence(profile: Dict) -> str:
     """The profile's probe costs in words, with the break-even number of calls."""
     costs = profile["probe_costs"]
     return (f"traced {costs['traced_ms']:.1f} ms a call after a first call of {costs['traced_first_ms']:.0f} ms "
-            f"(trace and compile), eager {costs['eager_ms']:.1f} ms after {costs['eager_first_ms']:.0f} ms; tracing "
-            f"pays from {break_even_calls(costs):.1f} calls a process")
+            f"(trace and compile; the first step after it {costs['traced_step_first_ms']:.0f} ms), eager "
+            f"{costs['eager_ms']:.1f} ms after {costs['eager_first_ms']:.0f} ms (the first step after it "
+            f"{costs['eager_step_first_ms']:.0f} ms); tracing pays from {break_even_calls(costs):.1f} calls a process")
 
 
-def measure_probe_costs(model: tf.keras.Model, images: tf.Tensor, labels: tf.Tensor,
-                        calls: int = PROBE_COST_CALLS) -> Dict[str, float]:
-    """The importance probe's gradient call both ways, as a run pays it (training picks the cheaper
-    for the calls it will make, train_step.choose_probe_mode): the first traced call (trace,
-    compile and run, in a process that has traced nothing of this model yet, as a run's first
-    selection does), the first eager call, then typical calls of each (ms; blocks alternate).
-    Gradients only: weights untouched. Call it before anything else traces the model."""
-    def finished(gradients) -> None:
-        next(g for g in gradients if g is not None).numpy()
-
-    functions = {"traced": full_gradients(model, shared_forward(model)), "eager": eager_gradients(model)}
-    costs: Dict[str, float] = {}
-    for mode, function in functions.items():
+def first_calls(model: tf.keras.Model, mode: str, images: tf.Tensor, labels: tf.Tensor) -> Dict[str, float]:
+    """What a run's first selection pays for its probe in `mode` ("eager" or "traced"), in a process
+    that has done what a run does before it (its data pipelines traced, nothing of the model): the
+    probe's first gradient call (ms), and then the first call of a train step (the top half of the
+    tensors), which reuses the forward pass a traced probe traced and traces it itself after an
+    eager one. Model and optimizer state restored. Call it in a fresh process (`--probe_first_call`)."""
+    for _ in tf.data.Dataset.range(4).map(lambda x: x * 2).batch(2):  # a run's pipelines, traced
+        pass
+    setup = make_optimizer("sgd", 1e-4, 5e-4, 1000)
+    cache = StepCache(model, setup.optimizer)
+    function = full_gradients(model, cache.forward) if mode == "traced" else eager_gradients(model)
+    count = len(model.trainable_weights)
+    top_half = np.arange(count) >= count // 2
+    with preserved_state(model, setup.optimizer):
         start = time.perf_counter()
-        finished(function(images, labels))
-        costs[f"{mode}_first_ms"] = (time.perf_counter() - start) * 1000
-    samples = wall_time_samples([lambda f=f: finished(f(images, labels)) for f in functions.values()], calls, block=2)
-    costs.update({f"{mode}_ms": typical_ms(times) for mode, times in zip(functions, samples)}, calls_timed=calls)
+        next(g for g in function(images, labels) if g is not None).numpy()
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        cache.get(top_half)(images, labels)[0].numpy()
+        step_first = time.perf_counter() - start
+    return {"first_ms": 1000 * first, "step_first_ms": 1000 * step_first}
+
+
+def measure_probe_costs(model: tf.keras.Model, images: tf.Tensor, labels: tf.Tensor, model_flags: Sequence[str],
+                        calls: int = PROBE_COST_CALLS) -> Dict[str, float]:
+    """The importance probe's gradient call both ways (training runs it the cheaper way for the calls
+    it will make, train_step.choose_probe_mode): each mode's first call and the first train step
+    after it, each in a fresh process of its own (`model_flags` rebuild the model there), as a run's
+    first selection pays them; then each mode's typical call here (ms; blocks alternate).
+    Gradients only: weights restored."""
+    costs: Dict[str, float] = {}
+    for mode in ("eager", "traced"):
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), *model_flags, "--probe_first_call", mode],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"timing the probe's first {mode} call failed: {done.stderr.strip()[-2000:]}")
+        measured = json.loads(done.stdout.strip().splitlines()[-1])
+        costs.update({f"{mode}_first_ms": measured["first_ms"], f"{mode}_step_first_ms": measured["step_first_ms"]})
+    functions = {"eager": eager_gradients(model), "traced": full_gradients(model, shared_forward(model))}
+    snapshot = model.get_weights()  # (training-mode BatchNorm moves its statistics)
+    try:
+        samples = wall_time_samples([lambda f=f: next(g for g in f(images, labels) if g is not None).numpy()
+                                     for f in functions.values()], calls + 1, block=2)
+    finally:
+        model.set_weights(snapshot)
+    # each mode's first call here traced or warmed it: drop the first sample of each
+    costs.update({f"{mode}_ms": typical_ms(times[1:]) for mode, times in zip(functions, samples)},
+                 calls_timed=calls)
     return costs
 
 
@@ -316,11 +349,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     if batch_size < 1 or num_iterations < 1 or repeats < 1:
         raise UserError("batch size, iterations and repeats must all be at least 1")
     images, labels = random_batch(model, batch_size, seed)
-    snapshot = model.get_weights()  # (training-mode BatchNorm moves its statistics: restored at the end)
-    try:
-        probe_costs = measure_probe_costs(model, images, labels)  # first: as a run, before anything traced the model
-    finally:
-        model.set_weights(snapshot)
+    snapshot = model.get_weights()
     timed_optimizer = make_optimizer(optimizer, 1e-4, 5e-4, 1000).optimizer
     points = tensor_points(model)
     step = TrainStep(model, timed_optimizer, model.trainable_weights)  # traced whole: its graph maps ops
@@ -388,7 +417,6 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
     meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
                 device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms, T_grad_chunks_ms=chunks_ms,
-                probe_costs=probe_costs,
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
     profile = profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
                                           meta=meta, more=list(zip(more, more_ms)))
@@ -606,7 +634,18 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--validate_steps", type=positive_int, default=20,
                         help="timed steps per selection in --validate")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random batch and selections")
+    parser.add_argument("--probe_first_call", choices=["eager", "traced"], default=None,
+                        help=argparse.SUPPRESS)  # internal: a fresh process timing one mode's first calls
     return parser.parse_args(argv)
+
+
+def model_flags(args: argparse.Namespace) -> List[str]:
+    """The flags that rebuild this model (and its batch) in another profiler process."""
+    flags = ["--input_size", str(args.input_size), "--num_classes", str(args.num_classes),
+             "--batch_size", str(args.batch_size), "--bn_mode", args.bn_mode, "--seed", str(args.seed)]
+    flags += (["--keras_application", args.keras_application] if args.keras_application
+              else ["--model_name", args.model_name, "--weights", args.weights])
+    return flags + (["--gf_radius", str(args.gf_radius), "--gf_blocks", str(args.gf_blocks)] if args.gf_radius else [])
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -627,9 +666,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     else:
         model = models.build_model(args.model_name, args.num_classes, args.input_size, args.weights, args.bn_mode,
                                    gradient_filter)
+    if args.probe_first_call:  # a fresh process of measure_probe_costs: one line of JSON
+        print(json.dumps(first_calls(model, args.probe_first_call, *random_batch(model, args.batch_size, args.seed))))
+        return 0
     name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size,
                                        args.bn_mode, gradient_filter)
     json_path = os.path.join(args.output_dir, name + ".json")
+
+    def probe_costs() -> Dict[str, float]:
+        return measure_probe_costs(model, *random_batch(model, args.batch_size, args.seed), model_flags(args))
+
     profile = None
     if os.path.exists(json_path) and not args.force:
         try:
@@ -646,10 +692,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if not memory_model.has_memory_model(profile) and allocator_mb() is not None:  # --memory_budget_mb's
                 raise UserError(f"{json_path} was made before profiles measured the memory model")
             logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
-            if "probe_costs" not in profile:  # made before the probe could run eagerly: add what it lacks
-                snapshot = model.get_weights()  # (training-mode BatchNorm moves its statistics; --validate follows)
-                profile["probe_costs"] = measure_probe_costs(model, *random_batch(model, args.batch_size, args.seed))
-                model.set_weights(snapshot)
+            if not all(key in profile.get("probe_costs", {}) for key in PROBE_COST_KEYS):
+                profile["probe_costs"] = probe_costs()  # made before the probe could run eagerly: add what it lacks
                 atomic_write_json(json_path, profile)
                 logging.info("added the probe's measured costs to %s: %s", json_path, probe_cost_sentence(profile))
         except UserError as error:  # stale (e.g. made before BatchNorm modes were recorded) or broken
@@ -663,6 +707,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             optimizer=args.optimizer, from_trace=args.from_trace, seed=args.seed,
             meta=dict(model_name=args.model_name, input_size=args.input_size, num_classes=args.num_classes,
                       bn_mode=args.bn_mode, gradient_filter=list(gradient_filter)))
+        profile["probe_costs"] = probe_costs()
         atomic_write_json(json_path, profile)
         plot_profile(profile, os.path.join("figures", name + ".png"))
         logging.info("profiled %s in %.0f s: T_fp %.1f ms, T_bp %.1f ms, T_full %.1f ms, coverage %.1f%%",

@@ -108,16 +108,18 @@ def eager_gradients(model: tf.keras.Model) -> Callable:
 
 
 PROBE_MODES = ("auto", "eager", "traced")
-PROBE_COST_KEYS = ("traced_first_ms", "traced_ms", "eager_first_ms", "eager_ms")
+PROBE_COST_KEYS = ("traced_first_ms", "traced_ms", "traced_step_first_ms",
+                   "eager_first_ms", "eager_ms", "eager_step_first_ms")
 
 
 def probe_seconds(costs: Dict[str, float], mode: str, calls: int) -> float:
-    """Seconds `calls` gradient calls of the probe take in `mode`, from a profile's `probe_costs`:
-    the first call (tracing and compiling, or eager's first dispatch) and the rest at the typical
-    call's time."""
+    """Seconds a process's `calls` gradient calls of the probe cost in `mode`, from a profile's
+    `probe_costs`: the first call (tracing and compiling, or eager's first dispatch), the rest at
+    the typical call's time, and the first train step after it (which reuses the forward pass a
+    traced probe traced, and traces it itself after an eager one). No calls: nothing."""
     if calls < 1:
         return 0.0
-    return (costs[f"{mode}_first_ms"] + (calls - 1) * costs[f"{mode}_ms"]) / 1000
+    return (costs[f"{mode}_first_ms"] + (calls - 1) * costs[f"{mode}_ms"] + costs[f"{mode}_step_first_ms"]) / 1000
 
 
 def break_even_calls(costs: Dict[str, float]) -> float:
@@ -126,7 +128,8 @@ def break_even_calls(costs: Dict[str, float]) -> float:
     premium = costs["eager_ms"] - costs["traced_ms"]
     if premium <= 0:
         return float("inf")
-    return 1 + max(costs["traced_first_ms"] - costs["eager_first_ms"], 0.0) / premium
+    first = lambda mode: costs[f"{mode}_first_ms"] + costs[f"{mode}_step_first_ms"]  # noqa: E731
+    return 1 + max(first("traced") - first("eager"), 0.0) / premium
 
 
 def choose_probe_mode(requested: str, costs: Optional[Dict[str, float]], calls: int) -> Dict[str, object]:
@@ -148,8 +151,9 @@ def choose_probe_mode(requested: str, costs: Optional[Dict[str, float]], calls: 
                                          "profiler.py adds them to it): traced, as before")
     else:
         mode = "eager" if eager_s < traced_s else "traced"
-        choice.update(mode=mode, why=f"{calls} gradient calls: eager {eager_s:.2f} s, traced {traced_s:.2f} s with "
-                                     f"its trace (break-even at {choice['break_even_calls']:.1f} calls)")
+        choice.update(mode=mode, why=f"{calls} gradient calls and the first step after them: eager {eager_s:.2f} s, "
+                                     f"traced {traced_s:.2f} s with its trace (break-even at "
+                                     f"{choice['break_even_calls']:.1f} calls)")
     return choice
 
 
