@@ -639,6 +639,18 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def missing_measurements(profile: Dict) -> Optional[str]:
+    """What a profile made by older code lacks that training needs (the profile is then measured
+    again), or None. Its `probe_costs`, if lacking, are added without measuring the rest again."""
+    if "T_grad_ms" not in profile:  # training re-anchors exact mode on it
+        return "the probe's full-gradient pass was timed (T_grad_ms)"
+    if "T_grad_chunks_ms" not in profile:  # ... and budgeted runs on its micro-batched pass
+        return "the micro-batched probe pass was timed (T_grad_chunks_ms)"
+    if not memory_model.has_memory_model(profile) and allocator_mb() is not None:  # --memory_budget_mb's
+        return "profiles measured the memory model"
+    return None
+
+
 def model_flags(args: argparse.Namespace) -> List[str]:
     """The flags that rebuild this model (and its batch) in another profiler process."""
     flags = ["--input_size", str(args.input_size), "--num_classes", str(args.num_classes),
@@ -684,13 +696,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 profile, json_path, model_name=args.model_name, input_size=args.input_size,
                 num_classes=args.num_classes, batch_size=args.batch_size, bn_mode=args.bn_mode,
                 gradient_filter=gradient_filter, tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command="")
-            if "T_grad_ms" not in profile:  # training re-anchors exact mode on it
-                raise UserError(f"{json_path} was made before the probe's full-gradient pass was timed (T_grad_ms)")
-            if "T_grad_chunks_ms" not in profile:  # ... and budgeted runs on its micro-batched pass
-                raise UserError(f"{json_path} was made before the micro-batched probe pass was timed "
-                                f"(T_grad_chunks_ms)")
-            if not memory_model.has_memory_model(profile) and allocator_mb() is not None:  # --memory_budget_mb's
-                raise UserError(f"{json_path} was made before profiles measured the memory model")
+            lacking = missing_measurements(profile)
+            if lacking:
+                raise UserError(f"{json_path} was made before {lacking}")
             logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
             if not all(key in profile.get("probe_costs", {}) for key in PROBE_COST_KEYS):
                 profile["probe_costs"] = probe_costs()  # made before the probe could run eagerly: add what it lacks
