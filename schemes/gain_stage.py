@@ -170,6 +170,9 @@ class GainStageTraining(BudgetedScheme):
         if args.recalibrate:
             raise UserError("gain_stage_training holds its steps on the profile's predicted times; --recalibrate "
                             "goes with elastic_training")
+        if args.probe_batches != 1:
+            raise UserError(f"gain_stage_training looks once, at --look_batches batches; --probe_batches "
+                            f"{args.probe_batches} goes with elastic_training (use --look_batches)")
 
     @classmethod
     def run_name_parts(cls, args) -> List[str]:

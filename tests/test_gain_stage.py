@@ -400,6 +400,8 @@ def test_look_batches_goes_with_gain_stage_training_alone(tmp_path):
         cli.resolve_config(cli.parse_args(flags + ["--look_batches", "0"]))
     with pytest.raises(UserError, match="--recalibrate goes with elastic_training"):
         cli.resolve_config(cli.parse_args(flags + ["--recalibrate", "1"]))
+    with pytest.raises(UserError, match="--probe_batches 3 goes with elastic_training"):  # not silently ignored
+        cli.resolve_config(cli.parse_args(flags + ["--probe_batches", "3"]))
     with pytest.raises(UserError, match="--memory_budget_mb works with"):
         cli.resolve_config(cli.parse_args(base + ["--rho", "0.7", "--memory_budget_mb", "500"]))
     other = [flag if flag != TRAIN_TYPE else "elastic_training" for flag in flags]
