@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Collection, Dict, List, Optional, Sequence, Set
 
-from experiments.study_plans import FRONTIER_COMPARED, RETIRED_COMPARED
+from experiments.study_plans import FRONTIER_COMPARED, JUDGEMENT_BUDGET_NAMES, RETIRED_COMPARED
 from experiments.study_stats import mean_std, paired_interval, plus_minus
 
 MARGIN = 0.03  # a fixed choice counts at a budget when its measured step ratio is within this above it
@@ -142,7 +142,7 @@ def baseline_of(config: str) -> str:
 # fixed 2026-11-26 10:07 UTC before its runs); this reading of it was written before any judging
 # run was read.
 CANDIDATE = "rotating_anchored_training"  # the candidate judged (decided 2026-11-26, 21:56 UTC)
-RULE_BUDGETS = ("rho0.533_paper", "rho0.7_exact")  # "50 %" and 0.7 exact
+RULE_BUDGETS = JUDGEMENT_BUDGET_NAMES  # "50 %" and 0.7 exact: issue 54's budgets are issue 34's
 RULE_SEEDS = 5
 TEST_MARGIN = 0.01  # its final test accuracy at least the frontier's minus 1 point
 INTERVAL_FLOOR = -0.02  # and the lower end of the paired 95 % interval above -2 points

@@ -12,7 +12,7 @@ import math
 from typing import Dict, List, Optional, Sequence
 
 from experiments.study_frontier import TIE, family_seeds, finite_count, frontier_at, paired_differences, point
-from experiments.study_plans import JUDGEMENT_BUDGETS, JUDGEMENT_SEEDS
+from experiments.study_plans import JUDGEMENT_BUDGET_NAMES, JUDGEMENT_SEEDS
 from experiments.study_stats import mean_std, paired_interval, plus_minus
 
 SELECTOR = "gain_stage_training"
@@ -25,7 +25,7 @@ WALL_MARGIN = 0.03  # its training wall time at most ElasticTrainer's + 3 %
 
 def budget_names() -> List[str]:
     """The rule's budgets as config-name suffixes ("rho0.533_paper", "rho0.7_exact")."""
-    return [f"rho{rho:g}_{mode}" for rho, mode in JUDGEMENT_BUDGETS]
+    return list(JUDGEMENT_BUDGET_NAMES)
 
 
 def family_points(frontier: Dict[str, List[Dict]]) -> List[Dict]:

@@ -103,6 +103,7 @@ JUDGED = {"parts_seed1": "rotating_anchored_training", "parts_seed2": "rotating_
 # the frontier plan runs only the family there (seeds 0-2, then the placed members on 3 and 4).
 JUDGEMENT_DRAWS = ("parts_seed5", "parts_seed6", "shapes_seed3")
 JUDGEMENT_BUDGETS = ((0.533, "paper"), (0.7, "exact"))  # "50 %" and 0.7 exact
+JUDGEMENT_BUDGET_NAMES = tuple(f"rho{rho:g}_{mode}" for rho, mode in JUDGEMENT_BUDGETS)  # as config-name suffixes
 JUDGEMENT_SEEDS = (0, 1, 2, 3, 4)
 for _task, (_base, _dataset) in DRAWS.items():
     PROTOCOLS[f"{_task}_{PROTOCOLS[_base]['model_name']}"] = dict(PROTOCOLS[_base], dataset_name=_dataset)
