@@ -46,33 +46,6 @@ def op_stats_to_csv(rows: Iterable[Mapping]) -> str:
     return out.getvalue()
 
 
-def read_op_stats_csv(path: str) -> List[Dict]:
-    """Rows of an op-stats CSV written by `op_stats_to_csv`; UserError if corrupt."""
-    try:
-        with open(path, newline="", encoding="utf-8") as stream:
-            reader = csv.DictReader(stream)
-            missing = [c for c in ("type", "operation", "total_self_time") if c not in (reader.fieldnames or [])]
-            if missing:
-                raise UserError(f"op-stats table {path} lacks the column(s) {', '.join(missing)} "
-                                f"(truncated or not written by profiler.py?)")
-            rows = []
-            for line, row in enumerate(reader, start=2):
-                try:
-                    row["total_self_time"] = float(row["total_self_time"])
-                    row["occurrences"] = float(row.get("occurrences") or 0)
-                except (TypeError, ValueError):
-                    raise UserError(f"op-stats table {path} line {line} has no valid "
-                                    f"self-time (truncated or corrupt?)") from None
-                rows.append(row)
-    except FileNotFoundError:
-        raise UserError(f"op-stats table {path} does not exist") from None
-    except (UnicodeDecodeError, csv.Error) as error:
-        raise UserError(f"op-stats table {path} is not a readable CSV: {error}") from None
-    if not rows:
-        raise UserError(f"op-stats table {path} has no rows")
-    return rows
-
-
 def _resolve(name: str, ops: Mapping[str, Mapping]) -> Optional[Mapping]:
     """The structure entry for a traced op name; Grappler-made ops extend an original name."""
     if name in ops:

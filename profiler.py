@@ -447,14 +447,6 @@ def _random_masks(points: Sequence[int], count: int, rng: np.random.Generator) -
     return masks
 
 
-def predicted_step_ms(profile: Dict, mask: Sequence[int]) -> float:
-    """T_fp + T_bp(mask) from a timing table; mask in forward order."""
-    from selection_solver_DP import backward_time
-    t_dy = [t["t_dy_ms"] for t in reversed(profile["tensors"])]
-    t_dw = [t["t_dw_ms"] for t in reversed(profile["tensors"])]
-    return profile["T_fp_ms"] + float(backward_time(t_dy, t_dw, list(reversed(list(mask)))))
-
-
 def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, selections: int,
                         steps: int = 10, optimizer: str = "sgd", seed: int = 0) -> List[Dict]:
     """Train random selections and compare predicted with measured step times (a benchmark).
@@ -501,7 +493,7 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
     results = []
     memory = memory_model.MemoryModel(profile) if peaks else None
     for index, ((label, mask), actual, (dw, dy)) in enumerate(zip(masks, measured, parts)):
-        predicted = predicted_step_ms(profile, mask)
+        predicted = profile["T_fp_ms"] + dw + dy  # T_fp + T_bp(mask), the solver's time model
         anchored = T_fp + a * dw + b * dy
         deepest = int(np.flatnonzero(mask)[0])
         results.append(dict(selection=label, tensors=int(mask.sum()), depth=len(mask) - deepest,

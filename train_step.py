@@ -61,9 +61,6 @@ def classification_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
         labels, logits, from_logits=True))
 
 
-Penalty = Callable[[], tf.Tensor]
-
-
 Forward = Callable[[tf.Tensor], tf.Tensor]
 
 
@@ -80,31 +77,27 @@ def shared_forward(model: tf.keras.Model) -> Forward:
     return tf.function(lambda images: model(images, training=True), autograph=False)
 
 
-def full_gradients(model: tf.keras.Model, forward: Forward, input_signature: Optional[Sequence] = None) -> Callable:
-    """A tf.function: the gradients of every trainable tensor on one batch, no update (the
-    importance probe's). The profiler times it too (`T_grad_ms`), so that training can tell how
-    much faster or slower the machine runs now than when it was profiled. With `input_signature`
-    (e.g. a batch dimension of None) it is traced once for every batch that fits it."""
+def eager_gradients(model: tf.keras.Model, forward: Optional[Forward] = None) -> Callable:
+    """`full_gradients`' pass run eagerly (the model's own call unless `forward` is given): nothing
+    to trace or compile, each call slower (Python dispatches every layer's ops). The same gradients
+    within float rounding (the graph's fused kernels round differently)."""
+    forward = forward or (lambda images: model(images, training=True))
+
     def gradients(images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
         with tf.GradientTape() as tape:
             tape.watch(model.trainable_weights)
             loss = classification_loss(labels, forward(images))
         return tape.gradient(loss, model.trainable_weights)
 
-    return tf.function(gradients, input_signature=input_signature, autograph=False)
-
-
-def eager_gradients(model: tf.keras.Model) -> Callable:
-    """`full_gradients`' pass run eagerly: nothing to trace or compile, each call slower (Python
-    dispatches every layer's ops). The same gradients within float rounding (the graph's fused
-    kernels round differently)."""
-    def gradients(images: tf.Tensor, labels: tf.Tensor) -> List[tf.Tensor]:
-        with tf.GradientTape() as tape:
-            tape.watch(model.trainable_weights)
-            loss = classification_loss(labels, model(images, training=True))
-        return tape.gradient(loss, model.trainable_weights)
-
     return gradients
+
+
+def full_gradients(model: tf.keras.Model, forward: Forward, input_signature: Optional[Sequence] = None) -> Callable:
+    """A tf.function: the gradients of every trainable tensor on one batch, no update (the
+    importance probe's). The profiler times it too (`T_grad_ms`), so that training can tell how
+    much faster or slower the machine runs now than when it was profiled. With `input_signature`
+    (e.g. a batch dimension of None) it is traced once for every batch that fits it."""
+    return tf.function(eager_gradients(model, forward), input_signature=input_signature, autograph=False)
 
 
 PROBE_MODES = ("auto", "eager", "traced")
@@ -197,7 +190,7 @@ class TrainStep:
     """
 
     def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer,
-                 variables: Sequence[tf.Variable], penalty: Optional[Penalty] = None,
+                 variables: Sequence[tf.Variable], penalty: Optional[Callable[[], tf.Tensor]] = None,
                  forward: Optional[Forward] = None):
         self.model = model
         self.optimizer = optimizer

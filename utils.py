@@ -22,7 +22,6 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 SELECTION_TAG = "elastic/selection"  # each selection as text, "0110...": tensors in model order, 1 = trained
 SELECTIONS_PICTURE_TAG = "selection/all"  # the picture of every selection so far (an image, at each selection)
 SELECTION_PICTURE_TAG = "selection/each"  # the picture of the selection made at that step alone
-MASK_TAG = "elastic/selection_masks"  # runs logged before the pictures: a band of pixels per selection so far
 IMPORTANCE_TAG = "elastic/importance"  # the importance each selection was made on, JSON, tensors in model order
 BLOCKS_TAG = "elastic/blocks"  # JSON [[block name, first tensor index], ...], once
 CLASSIFIER_TAG = "elastic/classifier"  # JSON [first tensor index of the classifier], once
@@ -52,18 +51,6 @@ def shown_scalar(name: str) -> tuple:
     if group in SHOWN_GROUPS:
         return name, scale
     return f"{INTERNALS}/{name}", scale
-
-
-def scalar_name(tag: str) -> str:
-    """The name of the scalar written under `tag` (the inverse of shown_scalar's tag; a tag of a run
-    logged before shown_scalar is its own name). Its unit is in the tag's description: "percent"
-    when written in percent."""
-    group, _, rest = tag.partition("/")
-    if group == INTERNALS:
-        return rest
-    if group in ("accuracy", "loss") and rest in SPLITS:
-        return f"{rest}/{'accuracy' if group == 'accuracy' else 'classification_loss'}"
-    return tag
 
 
 class UserError(ValueError):
@@ -160,14 +147,6 @@ def atomic_write_text(path: str, text: str) -> None:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
-
-
-def publish_report(text: str, path: Optional[str] = None) -> None:
-    """Print a benchmark's report and, given a path, also write it there (atomically, one final newline)."""
-    text = text.rstrip("\n")
-    print(text)
-    if path:
-        atomic_write_text(path, text + "\n")
 
 
 def atomic_write_json(path: str, data: Any) -> None:

@@ -31,7 +31,8 @@ import time
 from typing import Dict, List
 
 from experiments import study_plans
-from utils import positive_int, publish_report
+from bench import publish_report
+from utils import positive_int
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -29,7 +29,8 @@ from typing import Dict, List, Optional, Sequence
 import profile_tables
 from experiments import plot
 from experiments.study_plans import PROTOCOLS, profiler_arguments, protocol_flags, require_backbone
-from utils import atomic_write_json, publish_report, run_cli
+from bench import publish_report
+from utils import atomic_write_json, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

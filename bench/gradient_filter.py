@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     from models import gradient_filter
     import models
     import profiler
-    from schemes.filtering import last_blocks_mask
+    from schemes.base import layers_mask
     from train_step import TrainStep, forward_function, make_optimizer, wall_time_samples, typical_ms
 
     images, labels = profiler.random_batch(
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
                 continue
             steps = []
             for model in (plain, filtered):
-                mask = last_blocks_mask(model, count)
+                mask = layers_mask(model, gradient_filter.filtered_block_layers(model, count))
                 setup = make_optimizer("sgd", 1e-3, 5e-4, 10_000)
                 steps.append(TrainStep(model, setup.optimizer, [v for v, keep in zip(model.trainable_weights, mask)
                                                                  if keep]))

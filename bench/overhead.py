@@ -36,7 +36,8 @@ from typing import Dict, List, Sequence
 from experiments import runner, study_plans
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from utils import publish_report, run_cli
+from bench import publish_report
+from utils import run_cli
 
 REFERENCE = "full_training"
 SELECTIVE = ("elastic_training", "static_top_training")

@@ -23,7 +23,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from utils import positive_int, publish_report
+from bench import publish_report
+from utils import positive_int
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -26,7 +26,8 @@ import sys
 from typing import Dict, List
 
 from experiments import study_plans
-from utils import UserError, positive_int, publish_report
+from bench import publish_report
+from utils import UserError, positive_int
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

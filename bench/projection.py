@@ -34,7 +34,8 @@ import sys
 import time
 from typing import Dict
 
-from utils import positive_int, publish_report, run_cli
+from bench import publish_report
+from utils import positive_int, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The paper's CUB-200 run (DESIGN.md §7.1): 5,994 training and 5,794 test images, batch 4, 12 epochs,
@@ -102,7 +103,7 @@ def measure(args: argparse.Namespace) -> Dict[str, float]:
         for _ in range(2):  # a process's first selection, and a later one
             parts: Dict[str, float] = {}
             begun = time.perf_counter()
-            importance = schemes.normalized(probe.timed(parts, lambda: probe.loss_change([(images, labels)])))
+            importance = schemes.normalized(probe.accounted(parts, lambda: probe.loss_change([(images, labels)])))
             mask = controller.select(importance)
             selections.append((time.perf_counter() - begun, parts))
 

@@ -21,7 +21,8 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from utils import UserError, atomic_write_text, publish_report, run_cli
+from bench import publish_report
+from utils import UserError, atomic_write_text, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -22,7 +22,7 @@ from typing import Iterator, List, Tuple, Union
 import tensorflow_datasets as tfds
 
 from data import parts_render
-from data.embedded_shapes import split_sizes
+from data.embedded_shapes import split_sizes, target_config_name
 
 TASK_SEEDS = (0, 1, 2, 3, 4, 5, 6)  # target configs: "target" (seed 0), "target_seed1" ... "target_seed6"
 
@@ -46,10 +46,6 @@ class EmbeddedPartsConfig(tfds.core.BuilderConfig):
         if self.task == "source":
             return parts_render.source_classes()
         return parts_render.target_species(self.task_seed, self.genera, self.species_per_genus, self.sister_pairs)
-
-
-def target_config_name(task_seed: int) -> str:
-    return "target" if task_seed == 0 else f"target_seed{task_seed}"
 
 
 class EmbeddedParts(tfds.core.GeneratorBasedBuilder):

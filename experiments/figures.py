@@ -318,7 +318,7 @@ def preflight(experiments: Sequence[Experiment], config: Setting) -> Optional[st
             return (f"no source backbone {', '.join(missing)}: make it once with bash "
                     f"scripts/make_source_backbone.sh MODEL 64")
         return None
-    weights = [m for m in models_needed if models.weights_problem(m)]
+    weights = [m for m in models_needed if weights_unreachable(models.keras_cache_dir(), m)]
     if not datasets and not weights:
         return None
     parts = ([f"the datasets {', '.join(datasets)} (not prepared, download hosts unreachable)"] if datasets else []) \
@@ -326,6 +326,28 @@ def preflight(experiments: Sequence[Experiment], config: Setting) -> Optional[st
     return (f"this machine cannot reach {' nor '.join(parts)}: run once where there is a network, or copy "
             f"~/tensorflow_datasets and ~/.keras from such a machine; offline, run bash "
             f"scripts/run_proxy_study.sh (the same figures on the embedded dataset)")
+
+
+# Each backbone's downloaded ImageNet weights (a glob under the Keras cache) and their host.
+IMAGENET_WEIGHTS = {"resnet50": ("models/resnet50_weights_*notop.h5", "storage.googleapis.com"),
+                    "vgg16": ("models/vgg16_weights_*notop.h5", "storage.googleapis.com"),
+                    "mobilenetv2": ("models/mobilenet_v2_weights_*no_top.h5", "storage.googleapis.com"),
+                    "vit": ("weights/ViT-B_16_imagenet21k+imagenet2012.npz", "github.com")}
+
+
+def weights_unreachable(cache: str, model_name: str) -> bool:
+    """Whether the model's ImageNet weights are neither in the Keras `cache` nor downloadable now."""
+    import glob
+    import socket
+
+    files, host = IMAGENET_WEIGHTS[model_name]
+    if glob.glob(os.path.join(cache, files)):
+        return False
+    try:
+        socket.create_connection((host, 443), timeout=5).close()
+        return False
+    except OSError:
+        return True
 
 
 def profile_key(options: Dict[str, str]) -> Tuple[str, int, int, int]:

@@ -29,13 +29,27 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from experiments.study_table import config_name  # (runs that differ only in seed share it)
 import selection_picture
-from utils import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, MASK_TAG, SELECTION_TAG, UserError, atomic_path,
-                   reported_accuracy, run_cli, scalar_name)
+from utils import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, INTERNALS, SELECTION_TAG, SPLITS, UserError,
+                   atomic_path, reported_accuracy, run_cli)
+
+MASK_TAG = "elastic/selection_masks"  # runs logged before the pictures: a band of pixels per selection so far
 
 TIME_TAG = "time/train_seconds"  # logged at the end of every epoch, evaluation excluded
 X_AXES = ("time", "step", "epoch")
 Series = List[Tuple[int, float]]  # (step, value)
 DPI = 120  # of the PNG figures
+
+
+def scalar_name(tag: str) -> str:
+    """The name of the scalar written under `tag` (the inverse of utils.shown_scalar's tag; a tag of a
+    run logged before shown_scalar is its own name). Its unit is in the tag's description: "percent"
+    when written in percent."""
+    group, _, rest = tag.partition("/")
+    if group == INTERNALS:
+        return rest
+    if group in ("accuracy", "loss") and rest in SPLITS:
+        return f"{rest}/{'accuracy' if group == 'accuracy' else 'classification_loss'}"
+    return tag
 
 
 class Run:

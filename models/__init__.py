@@ -40,18 +40,12 @@ class ModelSpec:
         preprocess: the backbone's own input preprocessing on raw 0..255 pixels.
         min_input_size: smallest image side the backbone accepts.
         input_multiple: image sides must be a multiple of this (ViT patches).
-        recommended_optimizer: what the paper used with this backbone.
-        weights_files: glob, under the Keras cache, of its downloaded ImageNet weights.
-        weights_host: where those weights download from.
     """
 
     build_backbone: Callable[[int, bool], tf.keras.Model]
     preprocess: Callable[[tf.Tensor], tf.Tensor]
     min_input_size: int = 32
     input_multiple: int = 1
-    recommended_optimizer: str = "sgd"
-    weights_files: str = ""
-    weights_host: str = "storage.googleapis.com"
 
 
 def _keras_application(constructor: Callable[..., tf.keras.Model]) -> Callable[[int, bool], tf.keras.Model]:
@@ -74,17 +68,12 @@ def _vit_preprocess(images: tf.Tensor) -> tf.Tensor:
 
 MODELS: Dict[str, ModelSpec] = {
     "resnet50": ModelSpec(_keras_application(tf.keras.applications.ResNet50),
-                          tf.keras.applications.resnet50.preprocess_input,
-                          weights_files="models/resnet50_weights_*notop.h5"),
+                          tf.keras.applications.resnet50.preprocess_input),
     "vgg16": ModelSpec(_keras_application(tf.keras.applications.VGG16),
-                       tf.keras.applications.vgg16.preprocess_input,
-                       weights_files="models/vgg16_weights_*notop.h5"),
+                       tf.keras.applications.vgg16.preprocess_input),
     "mobilenetv2": ModelSpec(_keras_application(tf.keras.applications.MobileNetV2),
-                             tf.keras.applications.mobilenet_v2.preprocess_input,
-                             weights_files="models/mobilenet_v2_weights_*no_top.h5"),
-    "vit": ModelSpec(_build_vit, _vit_preprocess, min_input_size=16, input_multiple=16,
-                     recommended_optimizer="adam", weights_files="weights/ViT-B_16_imagenet21k+imagenet2012.npz",
-                     weights_host="github.com"),
+                             tf.keras.applications.mobilenet_v2.preprocess_input),
+    "vit": ModelSpec(_build_vit, _vit_preprocess, min_input_size=16, input_multiple=16),
 }
 
 
@@ -110,26 +99,6 @@ def check_input_size(model_name: str, input_size: int) -> None:
 def keras_cache_dir() -> str:
     """Where Keras caches downloaded files (`~/.keras`, or $KERAS_HOME)."""
     return os.path.expanduser(os.environ.get("KERAS_HOME", os.path.join("~", ".keras")))
-
-
-def weights_problem(model_name: str) -> Optional[str]:
-    """None when the model's ImageNet weights are cached or their host is reachable now;
-    otherwise what to do, in one message (checked in seconds, before any long work)."""
-    import glob
-    import socket
-
-    spec = get_spec(model_name)
-    if glob.glob(os.path.join(keras_cache_dir(), spec.weights_files)):
-        return None
-    try:
-        socket.create_connection((spec.weights_host, 443), timeout=5).close()
-        return None
-    except OSError:
-        pass
-    return (f"the ImageNet weights of {model_name} are not in {keras_cache_dir()} and "
-            f"{spec.weights_host} is unreachable (no network?): run once where there is a network "
-            f"and copy {os.path.join(keras_cache_dir(), os.path.dirname(spec.weights_files))} here, "
-            f"or use the offline study (bash scripts/run_proxy_study.sh)")
 
 
 def _build_backbone(model_name: str, input_size: int, imagenet: bool) -> tf.keras.Model:

@@ -219,6 +219,13 @@ class BudgetedScheme(Scheme):
         config = context.config
         self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode,
                                              config.memory_budget_mb)
+        self.probe_position = 0  # batches of the probes' own stream taken so far
+
+    def probe_batches(self, count: int) -> List:
+        """The next `count` batches of the probes' own stream (reproducible, the same after a resume)."""
+        batches = self.context.train_data.probe(self.probe_position, count)
+        self.probe_position += count
+        return batches
 
     @property
     def memory_budgeted(self) -> bool:

@@ -66,11 +66,11 @@ class ImportanceProbe:
         costs = (profile or {}).get("probe_costs") or {}
         return traced * costs["eager_ms"] / costs["traced_ms"] if costs.get("traced_ms") else None
 
-    def timed(self, overhead: Dict[str, float], work: Callable):
-        """`work()` (which probes), its wall time added to a scheme's `overhead` in three parts:
-        probe_trace (one-off first calls: a trace and compile, or eager's first dispatch),
+    def accounted(self, overhead: Dict[str, float], work: Callable):
+        """Run `work()` (which probes) and account its wall time into a scheme's `overhead` in three
+        parts: probe_trace (one-off first calls: a trace and compile, or eager's first dispatch),
         probe_calls (the other gradient calls) and probe (the rest: snapshots, the update, restores,
-        host copies)."""
+        host copies). (`Scheme.timed` times a block into one part; this splits one call into three.)"""
         one_off, start = self.trace_seconds, time.perf_counter()
         self.calls_ms = []
         result = work()
@@ -79,10 +79,6 @@ class ImportanceProbe:
         for part, seconds in (("probe_trace", one_off), ("probe_calls", calls), ("probe", total - one_off - calls)):
             overhead[part] = overhead.get(part, 0.0) + seconds
         return result
-
-    @property
-    def gradient_function(self) -> Callable:
-        return self._eager_gradients if self.mode == "eager" else self._full_gradients
 
     def _gradients(self, images: tf.Tensor, labels: tf.Tensor) -> List[Optional[tf.Tensor]]:
         """The full gradients on one batch. With `chunks` above 1, the batch's mean-loss gradients
@@ -124,7 +120,7 @@ class ImportanceProbe:
         made some, else timed now; state restored after (dropout draws from its generator)."""
         images, labels = self.last_batch
         probed, self.calls_ms = self.calls_ms, []
-        function = self.gradient_function
+        function = self._eager_gradients if self.mode == "eager" else self._full_gradients
         functions = [] if probed else [lambda: function(images, labels)[0].numpy()]
         if step is not None:
             functions.append(lambda: step(images, labels)[0].numpy())
@@ -132,21 +128,20 @@ class ImportanceProbe:
             timed = wall_times_ms(functions, calls, block=1) if functions else []
         return [typical_ms(probed)] + timed if probed else timed
 
-    def loss_change(self, batches: Sequence, scored: Optional[Sequence] = None) -> np.ndarray:
-        """-sum(g1 * dw0) per tensor, averaged over batches (forward order). g1 is the gradient on
-        the batch that made the update (ElasticTrainer's), or with `scored`, on the batch of
-        `scored` at the same position: how much the update lowers the loss of other images."""
+    def loss_change(self, batches: Sequence) -> np.ndarray:
+        """-sum(g1 * dw0) per tensor, averaged over batches (forward order), g1 the gradient on the
+        batch that made the update (ElasticTrainer's)."""
         weights = self.model.trainable_weights
         totals = np.zeros(len(weights))
         self.calls_ms = []
-        for index, (images, labels) in enumerate(batches):
+        for images, labels in batches:
             self.last_batch = (images, labels)
             with preserved_state(self.model, self.optimizer):
                 start = [w.numpy() for w in weights]
                 self.optimizer.apply_gradients(zip(self._gradients(images, labels), weights),
                                                experimental_aggregate_gradients=False)
                 deltas = [w.numpy() - s for w, s in zip(weights, start)]
-                after = self._gradients(*(scored[index] if scored is not None else (images, labels)))
+                after = self._gradients(images, labels)
                 totals -= [float(np.sum(g.numpy() * d)) for g, d in zip(after, deltas)]
         return totals / max(len(batches), 1)
 
@@ -213,7 +208,6 @@ class ElasticTraining(BudgetedScheme):
         self.probe = ImportanceProbe(context.model, context.setup.optimizer, context.steps.forward)
         self._head = classifier_mask(context.model)
         self._selected_here = 0  # selections made by this process (not checkpointed)
-        self.probe_position = 0  # batches of the probe stream used so far
 
     def initial_mask(self, model):
         return classifier_mask(model)
@@ -224,14 +218,6 @@ class ElasticTraining(BudgetedScheme):
     def observe_step(self, step_ms: float) -> None:
         self.controller.observe(step_ms)
 
-    def probe_batches(self, count: Optional[int] = None) -> List:
-        """The next `count` batches (--probe_batches when not given) of the probes' own stream
-        (reproducible, and the same after a resume)."""
-        count = count or self.context.config.probe_batches
-        batches = self.context.train_data.probe(self.probe_position, count)
-        self.probe_position += count
-        return batches
-
     calls_per_batch = 2  # the probe's gradient calls per probe batch (the update's and the one after it)
 
     def probe_calls(self, step: int) -> int:
@@ -241,11 +227,7 @@ class ElasticTraining(BudgetedScheme):
         return selections * self.context.config.probe_batches * self.calls_per_batch
 
     def importance(self) -> np.ndarray:
-        return self.probe.loss_change(self.probe_batches())
-
-    def choose(self, importance: np.ndarray) -> np.ndarray:
-        """The selection (forward-order mask) for this importance: the DP's, within the budget."""
-        return self.controller.select(importance)
+        return self.probe.loss_change(self.probe_batches(self.context.config.probe_batches))
 
     def observe_memory(self, selection: Dict) -> None:
         if self.controller.memory is not None and "measured_mb" in selection:
@@ -265,14 +247,14 @@ class ElasticTraining(BudgetedScheme):
         if not self._selected_here or self.probe.chunks > 1:  # once a process (a budget's chunks: traced)
             self.facts["probe"] = self.probe.plan(self.probe_calls(step), self.context.config.probe_mode,
                                                   self.context.profile)
-        importance = normalized(self.probe.timed(self.overhead, self.importance))
+        importance = normalized(self.probe.accounted(self.overhead, self.importance))
         if self._anchored():
             with self.timed("anchor"):
                 measured = self._drift(info.get("elastic/achieved_step_ms"))
             info.update({"elastic/drift_measured": measured, "elastic/drift": self.controller.set_drift(measured)})
         self.last_importance = importance
         with self.timed("dp"):
-            mask = self.choose(importance)
+            mask = self.controller.select(importance)  # the DP's, within the budget
         if not mask.any():  # nothing is worth its time: keep learning in the classifier
             mask = self._head.copy()
         self.mask = mask
@@ -333,7 +315,7 @@ class ElasticTraining(BudgetedScheme):
 
     def _recalibrate(self) -> Dict[str, float]:
         """Time classifier-only, deepest-layer-only and full steps live (state restored after)."""
-        model, (images, labels) = self.context.model, self.probe_batches()[0]
+        model, (images, labels) = self.context.model, self.probe_batches(self.context.config.probe_batches)[0]
         owners = models.owner_layers(model)
         masks = [self._head, np.array([o is owners[0] for o in owners], np.uint8), np.ones_like(self._head)]
         steps = [self.context.steps.get(mask) for mask in masks]
@@ -365,7 +347,7 @@ class ElasticGradMagnitude(ElasticTraining):
     calls_per_batch = 1
 
     def importance(self) -> np.ndarray:
-        return self.probe.gradient_magnitude(self.probe_batches())
+        return self.probe.gradient_magnitude(self.probe_batches(self.context.config.probe_batches))
 
 
 def memory_info(controller: StepTimeController, mask: np.ndarray) -> Dict[str, float]:

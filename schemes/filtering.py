@@ -2,8 +2,6 @@
 gradient_filter.py, applied to the model when it is built (main.py --gf_radius)."""
 from __future__ import annotations
 
-import numpy as np
-
 from models import gradient_filter
 from schemes.base import Scheme, layers_mask
 from utils import UserError
@@ -23,10 +21,5 @@ class GradientFilterTraining(Scheme):
             raise UserError("gradient_filter_training needs a gradient filter: drop --gf_radius 0 or give "
                             "--gf_radius R")
 
-    def initial_mask(self, model):
-        return last_blocks_mask(model, self.context.config.gf_blocks)
-
-
-def last_blocks_mask(model, blocks: int) -> np.ndarray:
-    """Every tensor of the backbone's last `blocks` blocks, and the classifier."""
-    return layers_mask(model, gradient_filter.filtered_block_layers(model, blocks))
+    def initial_mask(self, model):  # every tensor of the last --gf_blocks blocks, and the classifier
+        return layers_mask(model, gradient_filter.filtered_block_layers(model, self.context.config.gf_blocks))

@@ -230,7 +230,7 @@ class GainStageTraining(BudgetedScheme):
             shuffled = context.validation.unbatch().shuffle(self.look_count * config.batch_size, seed=config.seed,
                                                             reshuffle_each_iteration=False)
             self.held_out = data.FixedEpochs(shuffled.batch(config.batch_size, drop_remainder=True))
-        self.probe_position = self.held_out_position = 0  # batches of each stream taken so far
+        self.held_out_position = 0  # validation batches taken so far
         self.look: Optional[np.ndarray] = None  # each tensor's loss change on held-out images, once looked
         self.sums: List[float] = []  # the look's total over each stage
         self.stage: Optional[int] = None  # the index in `stages` of the stage where the gain lives
@@ -257,7 +257,7 @@ class GainStageTraining(BudgetedScheme):
         if self.look is None:
             self.facts["probe"] = self.probe.plan(2 * self.look_count, self.context.config.probe_mode,
                                                   self.context.profile)
-            self._set_look(self.probe.timed(self.overhead, self._looked))
+            self._set_look(self.probe.accounted(self.overhead, self._looked))
         self.last_importance = normalized(self.look)
         with self.timed("dp"):
             mask = self.choose()
@@ -273,19 +273,13 @@ class GainStageTraining(BudgetedScheme):
     def _looked(self) -> np.ndarray:
         """The look: the update on the mean gradient of the next `look_count` probe batches, scored by
         the mean gradient of as many validation batches (without a split, the next probe batches)."""
-        batches = self._probe_batches(self.look_count)
+        batches = self.probe_batches(self.look_count)
         if self.held_out is None:
-            scored = self._probe_batches(self.look_count)
+            scored = self.probe_batches(self.look_count)
         else:
             scored = self.held_out.probe(self.held_out_position, self.look_count)
             self.held_out_position += self.look_count
         return self.probe.pooled_loss_change(batches, scored)
-
-    def _probe_batches(self, count: int) -> List:
-        """The next `count` batches of the probes' own stream (reproducible, the same after a resume)."""
-        batches = self.context.train_data.probe(self.probe_position, count)
-        self.probe_position += count
-        return batches
 
     def _set_look(self, look: np.ndarray) -> None:
         self.look = look

@@ -74,11 +74,6 @@ class StepTimeController:
         self.closed = False
         return self
 
-    @property
-    def drift_reads(self) -> int:
-        """How many live measurements the drift averages (set_drift)."""
-        return self._drifts
-
     def set_drift(self, drift: float) -> float:
         """Re-anchor the target on a live measurement: `drift` = how long a full-gradient pass
         takes now / in the profile. Later measurements are averaged in (as the correction is), so

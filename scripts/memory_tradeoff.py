@@ -26,7 +26,7 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from experiments.runner import ROOT, train_all
-from experiments.study_plans import PROTOCOLS, protocol_flags, require_backbone
+from experiments.study_plans import PROTOCOLS, profiler_arguments, protocol_flags, require_backbone
 from experiments.study_stats import mean_std, paired_interval, plus_minus
 from experiments.study_table import provenance_note
 from utils import UserError, atomic_write_json, read_json, run_cli
@@ -76,11 +76,9 @@ def arguments(scheme: str, rho: Optional[float], budget: Optional[float], seed: 
 
 def ensure_profile() -> None:
     """The profile (with its memory model) the budgeted schemes need, made once."""
-    protocol = PROTOCOLS[STUDY]
-    command = [sys.executable, os.path.join(ROOT, "profiler.py"), "--model_name", protocol["model_name"],
-               "--input_size", str(INPUT_SIZE), "--num_classes", str(protocol["num_classes"]),
-               "--batch_size", str(protocol["batch_size"]), "--bn_mode", protocol["bn_mode"]]
-    if subprocess.run(command, cwd=ROOT).returncode != 0:
+    flags = profiler_arguments(STUDY, PROTOCOLS[STUDY]["bn_mode"])
+    flags[flags.index("--input_size") + 1] = str(INPUT_SIZE)
+    if subprocess.run([sys.executable, os.path.join(ROOT, "profiler.py"), *flags], cwd=ROOT).returncode != 0:
         raise UserError("profiling failed; see the messages above")
 
 

@@ -1,6 +1,7 @@
 """The tensor timing profiler: pure mapping on a committed fixture, live profiles, bad input."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 
@@ -19,9 +20,16 @@ META = dict(model_name="tiny", input_size=32, num_classes=5, batch_size=8, bn_mo
             device="test", created="now")
 
 
+def read_op_stats(path):
+    """The rows of an op-stats CSV profiler.py wrote, self-times as numbers."""
+    with open(path, newline="", encoding="utf-8") as stream:
+        return [{**row, "total_self_time": float(row["total_self_time"]), "occurrences": float(row["occurrences"] or 0)}
+                for row in csv.DictReader(stream)]
+
+
 @pytest.fixture(scope="module")
 def fixture_table():
-    rows = profile_tables.read_op_stats_csv(os.path.join(FIXTURES, "tiny_cnn_op_stats.csv"))
+    rows = read_op_stats(os.path.join(FIXTURES, "tiny_cnn_op_stats.csv"))
     with open(os.path.join(FIXTURES, "tiny_cnn_structure.json")) as stream:
         structure = json.load(stream)
     return rows, structure
@@ -198,7 +206,7 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
             assert profile["tensors"][k + 1]["t_dy_ms"] == 0
     for saved, now in zip(before, model.get_weights()):  # profiling restores the weights
         np.testing.assert_array_equal(saved, now)
-    assert profile_tables.read_op_stats_csv(str(tmp_path / "ops.csv"))
+    assert read_op_stats(str(tmp_path / "ops.csv"))  # every row with a self-time
     assert profiler.find_xplane(str(tmp_path / "trace")).endswith(".xplane.pb")
 
 
@@ -278,13 +286,6 @@ def test_corrupt_profile_files_are_refused(tmp_path):
     partial.write_text('{"model_name": "resnet50"}')
     with pytest.raises(UserError, match="lacks .*T_fp_ms"):
         profile_tables.load_profile(str(partial))
-    csv_file = tmp_path / "ops.csv"
-    csv_file.write_text("rank,type,operation,total_self_time\n1,Conv2D,conv,not-a-number\n")
-    with pytest.raises(UserError, match="line 2 has no valid self-time"):
-        profile_tables.read_op_stats_csv(str(csv_file))
-    csv_file.write_text("hello\n")
-    with pytest.raises(UserError, match="lacks the column"):
-        profile_tables.read_op_stats_csv(str(csv_file))
 
 
 def test_profile_must_match_the_run():
