@@ -144,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--weights", default="imagenet",
          help="initial weights: imagenet (downloads once), none (random) or a .h5 path saved "
               "by this project (e.g. --save_model of a run on embedded_shapes_source)")
+    flag("--head_init", default="glorot", choices=models.HEAD_INITS,
+         help="how a fresh classifier starts: glorot (Keras's default, the original's) or zeros (the backbone "
+              "gets no gradient until the head learns; keeps full training off a chance-level plateau, "
+              "docs/benchmarks/fresh_validation.md)")
     flag("--data_dir", default=None,
          help="TFDS data dir (default ~/tensorflow_datasets); the root folder for image_folder")
     flag("--validation", choices=data.VALIDATION_MODES, default="auto",
@@ -355,7 +359,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         checkpoint_every=args.checkpoint_every, checkpoint_seconds=args.checkpoint_seconds,
         gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1], validation=validation, val_fraction=val_fraction,
         energy_meter=args.energy_meter, memory_budget_mb=args.memory_budget_mb, test_every_epoch=args.test_every_epoch,
-        probe_mode=args.probe_mode,
+        probe_mode=args.probe_mode, head_init=args.head_init,
         scheme_options={name: value for name, value in own.items() if name not in fields}, **own_fields)
 
 
@@ -512,7 +516,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      requested_run_name(args), config.run_name)
     tf.keras.utils.set_random_seed(config.seed)
     model = models.build_model(config.model_name, config.num_classes, config.input_size, config.weights,
-                               config.bn_mode, config.gradient_filter, SCHEMES[config.train_type].lite_residual)
+                               config.bn_mode, config.gradient_filter, SCHEMES[config.train_type].lite_residual,
+                               config.head_init)
     SCHEMES[config.train_type].check(model, config)
     origin = provenance(list(argv) if argv is not None else sys.argv[1:], config.weights)  # this session's start
     startup.mark("model")

@@ -58,6 +58,7 @@ SETTINGS = (
     Setting("interval", description="epochs between selections (schemes that re-select only)"),
     Setting("model_name"), Setting("dataset_name"), Setting("input_size"), Setting("batch_size"),
     Setting("num_epochs"), Setting("bn_mode"), Setting("validation"),
+    Setting("head_init", description="how the fresh classifier started (--head_init)"),
     Setting("memory_budget_mb", description="the selection's memory budget (when given)"),
     Setting("block_range", description="block_range_training's blocks"),
     Setting("gf_radius", description="the gradient filter's patch size (when on)"))

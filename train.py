@@ -26,7 +26,7 @@ from energy import Meter
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
 from train_step import StepCache, allocator_mb, make_optimizer, preserved_state, reset_peak, wall_time_samples
-from utils import MIX_BATCHES, UserError, class_mix, overhead_share
+from utils import MIX_BATCHES, UserError, at_chance, class_mix, overhead_share
 
 # ------------------------------------------------------------------------------------- loop
 
@@ -238,6 +238,7 @@ class Loop:
         self.last_checkpoint = time.perf_counter()  # when this session last wrote a checkpoint
         self.setup_seconds = 0.0
         self.first_labels: Optional[List[np.ndarray]] = []  # labels of the first batches (utils.class_mix)
+        self.warned_at_chance = False  # utils.at_chance, once a session
 
     def start(self, resume: bool, evaluation: Sequence[tf.data.Dataset] = (),
               process_start: Optional[float] = None) -> None:
@@ -439,6 +440,14 @@ class Loop:
         state.step_ms += totals["step_ms"]
         return totals
 
+    def warn_at_chance(self, epochs_done: int, train_loss: float) -> None:
+        """Warn once a session when the training loss is still at chance a third of the way in."""
+        warning = None if self.warned_at_chance else at_chance(train_loss, self.config.num_classes, epochs_done,
+                                                                self.config.num_epochs)
+        if warning:
+            self.warned_at_chance = True
+            logging.warning("warning: %s", warning)
+
     def report_class_mix(self) -> None:
         """Say once what classes the first batches this session trained on hold, and warn when their
         order looks class-sorted (utils.class_mix): such a pipeline would train, and learn little."""
@@ -512,6 +521,7 @@ class Loop:
             if tested else [])
         logging.info("epoch %d/%d: %s%.1f s of training", epoch + 1, config.num_epochs,
                      "".join(f"{text}, " for text in accuracies), state.train_seconds)
+        self.warn_at_chance(epoch + 1, totals["loss_sum"] / seen)
         state.epoch, state.position, state.epoch_totals = epoch + 1, 0, {}
         if (force_checkpoint or config.checkpoint_seconds <= 0
                 or time.perf_counter() - self.last_checkpoint >= config.checkpoint_seconds):

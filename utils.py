@@ -193,6 +193,31 @@ def reported_accuracy(summary: dict) -> float:
     return summary[reported_accuracy_name(summary)]
 
 
+CHANCE_MARGIN = 0.01  # an epoch's training loss within 1 % of ln(classes) is "at chance"
+
+
+def at_chance(train_loss: float, num_classes: int, epochs_done: int, num_epochs: int) -> Optional[str]:
+    """A warning when a run is a third or more of its epochs in and its training loss is still
+    within CHANCE_MARGIN of ln(num_classes), what predicting every class alike scores; else None.
+
+    Why (issue 61): with a freshly initialised classifier, the first epoch of training the
+    backbone drives the loss to ln(C) by flattening the backbone's features (the random head's
+    gradients carry no class information), and the run must then leave that plateau while the
+    learning rate decays. On a folder measured here one run in three never did and ended at
+    chance, the batch order alone deciding which. Every run that left it was 1.5 % or more below
+    ln(C) by a third of its epochs.
+    """
+    if num_classes < 2 or epochs_done * 3 < num_epochs or not math.isfinite(train_loss):
+        return None
+    chance = math.log(num_classes)
+    if train_loss < (1.0 - CHANCE_MARGIN) * chance:
+        return None
+    return (f"after {epochs_done} of {num_epochs} epochs the training loss is {train_loss:.3f}, within "
+            f"{100 * CHANCE_MARGIN:.0f} % of ln({num_classes}) = {chance:.3f}: the model predicts no better than "
+            f"chance. The fresh classifier's gradients have flattened the backbone's features; start the "
+            f"classifier at zero (--head_init zeros) or lower --learning_rate (docs/benchmarks/fresh_validation.md)")
+
+
 MIX_BATCHES = 4  # the first training batches whose classes the loop counts (class_mix)
 
 

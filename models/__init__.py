@@ -19,6 +19,10 @@ from models.blocks import backbone_of
 from utils import UserError, atomic_path
 
 CLASSIFIER_NAME = "classifier"
+# How a classifier that no weights file provides starts (the model's --head_init). glorot: Keras's
+# default, as the original code; zeros: kernel at zero, so the first steps send the backbone no
+# gradient until the head has learned something (docs/benchmarks/fresh_validation.md, issue 61).
+HEAD_INITS = ("glorot", "zeros")
 BATCH_NORM_MOMENTUM = 0.9
 # How the backbone's BatchNorm layers run while training (the model's --bn_mode):
 #   frozen: inference mode, moving statistics used and never updated (the original's
@@ -136,7 +140,8 @@ def _settled(backbone: tf.keras.Model, name: str) -> tf.keras.Model:
 
 def build_model(model_name: str, num_classes: int, input_size: int,
                 weights: Optional[str] = "imagenet", bn_mode: str = "frozen",
-                gradient_filter: Tuple[int, int] = (0, 0), lite_residual: bool = False) -> tf.keras.Model:
+                gradient_filter: Tuple[int, int] = (0, 0), lite_residual: bool = False,
+                head_init: str = "glorot") -> tf.keras.Model:
     """Build `model_name` with the paper's head.
 
     Args:
@@ -153,6 +158,9 @@ def build_model(model_name: str, num_classes: int, input_size: int,
             radius 0: off.
         lite_residual: add TinyTL's lite residual branches to the backbone's blocks
             (lite_residual.py), after the weights are loaded; they start as a no-op.
+        head_init: how a fresh classifier starts (HEAD_INITS); a weights file whose classifier
+            fits (same classes) overrides it. "zeros" zeroes the kernel after Keras's init, so
+            the random stream the rest of the model draws from is the same either way.
 
     Returns:
         An uncompiled Keras model producing logits.
@@ -162,6 +170,8 @@ def build_model(model_name: str, num_classes: int, input_size: int,
         raise UserError(f"unknown BatchNorm mode {bn_mode!r}; choose one of: {', '.join(BN_MODES)}")
     if num_classes < 2:
         raise UserError(f"--num_classes must be at least 2, got {num_classes}")
+    if head_init not in HEAD_INITS:
+        raise UserError(f"unknown --head_init {head_init!r}; choose one of: {', '.join(HEAD_INITS)}")
     weights_mode = "none" if weights is None else str(weights)
     if weights_mode not in ("imagenet", "none") and not os.path.isfile(weights_mode):
         raise UserError(f"--weights {weights_mode}: no such file (use imagenet, none, or a path "
@@ -169,6 +179,9 @@ def build_model(model_name: str, num_classes: int, input_size: int,
     spec = get_spec(model_name)
     backbone = _build_backbone(model_name, input_size, imagenet=weights_mode == "imagenet")
     model = _with_head(backbone, spec.preprocess, num_classes, input_size, bn_mode, model_name)
+    if head_init == "zeros":
+        kernel = model.get_layer(CLASSIFIER_NAME).kernel
+        kernel.assign(tf.zeros_like(kernel))
     if weights_mode not in ("imagenet", "none"):
         load_weights(model, weights_mode, model_name, num_classes, input_size)
     if lite_residual:

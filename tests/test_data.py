@@ -412,3 +412,31 @@ def test_an_image_folder_with_validation_trains_on_shuffled_batches_of_every_tra
         who = [w for images, labels in data.load("image_folder", split, 4, 16, root) for w in _who(images, labels)]
         assert sorted(w[:3] for w in who) == [(split_id, c, i) for c in range(4) for i in range(2)]
         assert all(cls == label for _, cls, _, label in who)
+
+
+@pytest.mark.slow
+def test_the_training_step_receives_every_train_image_with_its_folders_label(tmp_path, monkeypatch):
+    """Issue 61: what main.py's training step is handed (not only what data.load_epochs yields) on
+    a folder with its own validation/: each train/ image once an epoch, under its folder's label."""
+    import main
+    import train
+    from utils import run_cli
+
+    root = _identity_folder(tmp_path / "folder")
+    received = []
+    step = train.Loop.train_step
+
+    def recording(self, images, labels, *args, **kwargs):
+        received.append((self.state.epoch, _who(images, labels)))
+        return step(self, images, labels, *args, **kwargs)
+
+    monkeypatch.setattr(train.Loop, "train_step", recording)
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(main.main, ["--model_name", "mobilenetv2", "--input_size", "32", "--dataset_name", "image_folder",
+                               "--data_dir", root, "--batch_size", "8", "--num_epochs", "2", "--weights", "none",
+                               "--bn_mode", "train", "--validation", "auto", "--train_type", "full_training",
+                               "--logdir", str(tmp_path / "logs")]) == 0
+    for epoch in (0, 1):
+        seen = [who for at, batch in received if at == epoch for who in batch]
+        assert sorted(w[:3] for w in seen) == [(0, c, i) for c in range(4) for i in range(8)]
+        assert all(cls == label for _, cls, _, label in seen)

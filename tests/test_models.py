@@ -138,3 +138,31 @@ def test_keras_applications_beyond_the_registry_get_the_same_head():
     assert models.owner_layers(model)[-1].name == models.CLASSIFIER_NAME
     with pytest.raises(UserError, match="unknown Keras application 'Nope'.*DenseNet121"):
         models.build_keras_application("Nope", 5, 32)
+
+
+def test_a_zero_head_sends_the_backbone_no_gradient_at_first_and_keeps_the_rest_of_the_init():
+    """Issue 61: --head_init zeros. With the classifier's kernel at zero every logit is 0, so the
+    loss's gradient with respect to the pooled features (kernel @ (p - y)) is zero: the first
+    step trains the head alone, and the backbone only moves once the head carries class
+    information. Everything else starts exactly as with Keras's init (the same random stream)."""
+    tf.keras.utils.set_random_seed(0)
+    glorot = models.build_model("mobilenetv2", 5, 32, weights="none", bn_mode="frozen")
+    tf.keras.utils.set_random_seed(0)
+    zeros = models.build_model("mobilenetv2", 5, 32, weights="none", bn_mode="frozen", head_init="zeros")
+    classifier = zeros.get_layer(models.CLASSIFIER_NAME)
+    assert not np.any(classifier.kernel.numpy())
+    for a, b in zip(glorot.get_layer("mobilenetv2").get_weights(), zeros.get_layer("mobilenetv2").get_weights()):
+        np.testing.assert_array_equal(a, b)
+    images = tf.random.uniform((4, 32, 32, 3), 0, 255, seed=1)
+    labels = tf.constant([0, 1, 2, 3])
+    for model, backbone_moves in ((glorot, True), (zeros, False)):
+        with tf.GradientTape() as tape:
+            loss = tf.keras.losses.sparse_categorical_crossentropy(labels, model(images, training=True),
+                                                                   from_logits=True)
+        gradients = dict(zip([v.name for v in model.trainable_variables],
+                             tape.gradient(loss, model.trainable_variables)))
+        backbone = [g for name, g in gradients.items() if not name.startswith(models.CLASSIFIER_NAME)]
+        assert any(float(tf.reduce_max(tf.abs(g))) > 0 for g in backbone) == backbone_moves
+        assert float(tf.reduce_max(tf.abs(gradients[classifier.kernel.name]))) > 0
+    with pytest.raises(UserError, match="unknown --head_init 'ones'; choose one of: glorot, zeros"):
+        models.build_model("mobilenetv2", 5, 32, weights="none", head_init="ones")
