@@ -38,8 +38,8 @@ from bench import publish_report
 from utils import positive_int, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The paper's CUB-200 run (DESIGN.md §7.1): 5,994 training and 5,794 test images, batch 4, 12 epochs,
-# a selection every 4 epochs.
+# The paper's CUB-200 run (docs/paper.md, "Protocol"; the split sizes are TFDS caltech_birds2011's):
+# 5,994 training and 5,794 test images, batch 4, 12 epochs, a selection every 4 epochs.
 PAPER_RUN = {"train_images": 5994, "test_images": 5794, "epochs": 12, "interval": 4}
 
 
