@@ -214,8 +214,8 @@ def at_chance(train_loss: float, num_classes: int, epochs_done: int, num_epochs:
         return None
     return (f"after {epochs_done} of {num_epochs} epochs the training loss is {train_loss:.3f}, within "
             f"{100 * CHANCE_MARGIN:.0f} % of ln({num_classes}) = {chance:.3f}: the model predicts no better than "
-            f"chance. The fresh classifier's gradients have flattened the backbone's features; start the "
-            f"classifier at zero (--head_init zeros) or lower --learning_rate (docs/benchmarks/fresh_validation.md)")
+            f"chance. The fresh classifier's gradients have flattened the backbone's features; --head_init zeros "
+            f"starts the classifier at zero, which kept such runs off this plateau (docs/benchmarks/fresh_validation.md)")
 
 
 MIX_BATCHES = 4  # the first training batches whose classes the loop counts (class_mix)
