@@ -34,8 +34,8 @@ import models
 import profile_tables
 from train_step import (MB, PROBE_COST_KEYS, StepCache, TrainStep, allocator_device, allocator_mb, break_even_calls,
                         eager_gradients, forward_function, free_batch_gradients, full_gradients, micro_batched_gradients,
-                        make_optimizer, preserved_state, reset_peak, shared_forward, typical_ms, wall_time_samples,
-                        wall_times_ms)
+                        make_optimizer, preserved_state, reset_peak, round_medians, shared_forward, typical_ms,
+                        wall_time_samples, wall_times_ms)
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
 
@@ -45,6 +45,7 @@ from utils import UserError, atomic_write_json, atomic_write_text, positive_int,
 WARM_UP_ROUNDS = 10
 CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
 CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit
+CALIBRATION_ROUNDS = 3  # rounds the calibration steps are timed in, spread over the profiling
 # Micro-batch counts at which the probe's pass is timed (a memory budget's probe runs in as many as
 # fit; training interpolates between them to re-anchor rho on today's machine speed).
 PROBE_CHUNK_COUNTS = (2, 3, 4, 6, 8, 16, 32)
@@ -332,8 +333,9 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         batch_size: examples per step (the input shape is the model's).
         num_iterations: training steps recorded in the trace.
         repeats: timed steps of each calibration selection (classifier only, deepest layer
-            only, everything, and CALIBRATION_SELECTIONS random ones); their 25th percentiles
-            calibrate the time model.
+            only, everything, and CALIBRATION_SELECTIONS random ones), split into
+            CALIBRATION_ROUNDS rounds; the medians of the rounds' 25th percentiles calibrate the
+            time model, and their spread is kept as `calibration_spread`.
         logdir: where the trace goes (TensorBoard profile log dir); a temp dir if None.
         csv_path: where to save the op-stats table, if given.
         optimizer: "sgd" (SGDW, momentum) or "adam"; its update is part of each tensor's t_dw.
@@ -379,10 +381,12 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
             forward(images, labels).numpy()
         for run in chunked * 2:
             run()
-        # Calibration samples are pooled from before and after recording the trace: a shared
-        # machine's speed drifts over a minute.
+        # Calibration steps are timed in rounds spread over the profiling (before the trace, after
+        # it, after the memory steps) and each step's time is the median of its rounds: a shared
+        # machine's speed moves by tens of per cent from one minute to the next (issue 62).
         timed = [lambda run=run: run(images, labels)[0].numpy() for run in calibration + [gradients]] + chunked
-        samples = wall_time_samples(timed, (repeats + 1) // 2)
+        per_round = -(-repeats // CALIBRATION_ROUNDS)
+        rounds = [wall_times_ms(timed, per_round)]
         structure = step_structure(step, images, labels)
         if from_trace:
             xplane = find_xplane(from_trace)
@@ -390,11 +394,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
             logdir = logdir or tempfile.mkdtemp(prefix="profile_trace_")
             xplane = record_trace(step, forward, images, labels, logdir, num_iterations)
         rows = convert_trace(xplane)
-        for pooled, later in zip(samples, wall_time_samples(timed, repeats // 2 or 1)):
-            pooled.extend(later)
-        typical = [typical_ms(s) for s in samples]
-        chunks_ms = dict(zip(map(str, chunk_counts), typical[len(typical) - len(chunk_counts):]))
-        head_ms, path_ms, full_ms, *more_ms, gradients_ms = typical[:len(typical) - len(chunk_counts)]
+        rounds.append(wall_times_ms(timed, per_round))
         as_mask = lambda indices: np.isin(np.arange(len(points)), indices).astype(np.uint8)  # noqa: E731
         masks = [as_mask(profile_tables.point_tensors(points, which)) for which in (-1, 0)]
         masks += [np.ones(len(points), np.uint8)] + [as_mask(selected) for selected in more]
@@ -411,12 +411,18 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
                                 [(label, mask, lambda run=run: run(images, labels)[0].numpy())
                                  for label, mask, run in zip(names, masks, runs)],
                                 probe=lambda: gradients(images, labels)[0].numpy())
+        rounds += [wall_times_ms(timed, per_round) for _ in range(CALIBRATION_ROUNDS - len(rounds))]
     finally:
         model.set_weights(snapshot)
+    typical, spreads = round_medians(rounds)
+    chunks_ms = dict(zip(map(str, chunk_counts), typical[len(typical) - len(chunk_counts):]))
+    head_ms, path_ms, full_ms, *more_ms, gradients_ms = typical[:len(typical) - len(chunk_counts)]
     if csv_path:
         atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
     meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
                 device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms, T_grad_chunks_ms=chunks_ms,
+                calibration_rounds=len(rounds), calibration_spread=float(np.median(spreads[:len(calibration)])),
+                calibration_rounds_ms=[[float(ms) for ms in round_ms[:3]] for round_ms in rounds],  # head, path, full
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
     profile = profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
                                           meta=meta, more=list(zip(more, more_ms)))
@@ -448,12 +454,15 @@ def _random_masks(points: Sequence[int], count: int, rng: np.random.Generator) -
 
 
 def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, selections: int,
-                        steps: int = 10, optimizer: str = "sgd", seed: int = 0) -> List[Dict]:
+                        steps: int = 10, optimizer: str = "sgd", seed: int = 0, rounds: int = 3) -> List[Dict]:
     """Train random selections and compare predicted with measured step times (a benchmark).
 
     Besides `selections` random masks, times the classifier alone ("head"), the deepest layer
-    alone ("path") and every tensor ("full"), in alternating blocks of consecutive steps, and
-    compares typical (25th-percentile) times with the saved profile's predictions, with them
+    alone ("path") and every tensor ("full"), in alternating blocks of consecutive steps, in
+    `rounds` rounds of `steps` steps each. A selection's measured time is the median of its
+    rounds' typical (25th-percentile) times, and its `spread` (largest minus smallest round over
+    that median) is the measurement's own noise: no time model can be judged below it. Compares
+    the measured times with the saved profile's predictions, with them
     scaled by the live anchor as exact-mode training applies it (the probe's full gradients,
     timed here among the steps, against the profile's `T_grad_ms`), and with the profile
     re-anchored to this session's head, path and full steps. With the profile's memory model and
@@ -478,7 +487,9 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
         for _ in range(WARM_UP_ROUNDS):
             for trainer in trainers:
                 trainer(images, labels)[0].numpy()
-        *measured, gradients_ms = wall_times_ms([lambda t=t: t(images, labels)[0].numpy() for t in trainers], steps)
+        timed = [lambda t=t: t(images, labels)[0].numpy() for t in trainers]
+        times, spreads = round_medians([wall_times_ms(timed, steps) for _ in range(max(1, rounds))])
+        *measured, gradients_ms = times
         peaks = ([measured_peak_mb(lambda t=t: t(images, labels)[0].numpy()) for t in trainers[:-1]]
                  if allocator_mb() is not None and memory_model.has_memory_model(profile) else None)
     finally:
@@ -497,7 +508,7 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
         anchored = T_fp + a * dw + b * dy
         deepest = int(np.flatnonzero(mask)[0])
         results.append(dict(selection=label, tensors=int(mask.sum()), depth=len(mask) - deepest,
-                            predicted_ms=predicted, measured_ms=actual, anchored_ms=anchored,
+                            predicted_ms=predicted, measured_ms=actual, spread=spreads[index], anchored_ms=anchored,
                             live_ms=predicted * drift, error=(predicted - actual) / actual,
                             live_error=(predicted * drift - actual) / actual,
                             anchored_error=(anchored - actual) / actual))
@@ -510,12 +521,16 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
 
 def print_validation(results: List[Dict]) -> None:
     """A table of predicted vs measured step times and the error summaries."""
-    print(f"{'selection':<11}{'tensors':>8}{'depth':>7}{'predicted ms':>14}{'measured ms':>13}{'error':>8}"
-          f"{'live anchor':>13}{'error':>8}{'re-anchored':>13}{'error':>8}")
+    print(f"{'selection':<11}{'tensors':>8}{'depth':>7}{'predicted ms':>14}{'measured ms':>13}{'spread':>8}"
+          f"{'error':>8}{'live anchor':>13}{'error':>8}{'re-anchored':>13}{'error':>8}")
     for r in results:
         print(f"{r['selection']:<11}{r['tensors']:>8}{r['depth']:>7}{r['predicted_ms']:>14.1f}"
-              f"{r['measured_ms']:>13.1f}{r['error']:>+8.1%}{r['live_ms']:>13.1f}{r['live_error']:>+8.1%}"
-              f"{r['anchored_ms']:>13.1f}{r['anchored_error']:>+8.1%}")
+              f"{r['measured_ms']:>13.1f}{r.get('spread', float('nan')):>8.1%}{r['error']:>+8.1%}"
+              f"{r['live_ms']:>13.1f}{r['live_error']:>+8.1%}{r['anchored_ms']:>13.1f}{r['anchored_error']:>+8.1%}")
+    spreads = [r["spread"] for r in results if "spread" in r]
+    if spreads:
+        print(f"the measurements' own spread (largest minus smallest round over their median): median "
+              f"{np.median(spreads):.1%}, max {np.max(spreads):.1%}; no time model can be judged below it")
     errors = np.abs([r["error"] for r in results])
     live = np.abs([r["live_error"] for r in results])
     anchored = np.abs([r["anchored_error"] for r in results[3:]])
@@ -623,8 +638,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="benchmark the time and memory models: train K random selections (plus "
                              "head-only, deepest-only and full) and compare predicted with measured step times "
                              "and peak memory")
-    parser.add_argument("--validate_steps", type=positive_int, default=20,
-                        help="timed steps per selection in --validate")
+    parser.add_argument("--validate_steps", type=positive_int, default=10,
+                        help="timed steps per selection in each of --validate_rounds rounds")
+    parser.add_argument("--validate_rounds", type=positive_int, default=3,
+                        help="rounds of --validate: a selection's time is the median of its rounds, their "
+                             "spread the measurement's own noise")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random batch and selections")
     parser.add_argument("--probe_first_call", choices=["eager", "traced"], default=None,
                         help=argparse.SUPPRESS)  # internal: a fresh process timing one mode's first calls
@@ -713,6 +731,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         logging.info("profiled %s in %.0f s: T_fp %.1f ms, T_bp %.1f ms, T_full %.1f ms, coverage %.1f%%",
                      args.model_name, time.perf_counter() - start, profile["T_fp_ms"], profile["T_bp_ms"],
                      profile["T_full_ms"], 100 * profile["coverage"])
+        logging.info("the calibration steps moved by a median %.1f%% between the profiler's %d rounds: on this "
+                     "machine expect predicted step times to miss by about that much (measure it: --validate 8)",
+                     100 * profile["calibration_spread"], profile["calibration_rounds"])
         logging.info("the probe's gradient call: %s", probe_cost_sentence(profile))
         logging.info("wrote %s, %s.csv and figures/%s.png; trace in %s (tensorboard --logdir %s)",
                      json_path, os.path.join(args.output_dir, name), name,
@@ -722,7 +743,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             100 * profile["coverage"], profile["unattributed_ops"])
     if args.validate:
         print_validation(validate_time_model(model, profile, args.batch_size, args.validate,
-                                             args.validate_steps, args.optimizer, args.seed))
+                                             args.validate_steps, args.optimizer, args.seed, args.validate_rounds))
     return 0
 
 

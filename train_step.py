@@ -274,6 +274,18 @@ def typical_ms(samples: Sequence[float]) -> float:
     return float(np.percentile(samples, 25))
 
 
+def round_medians(rounds: Sequence[Sequence[float]]) -> Tuple[List[float], List[float]]:
+    """Typical times of functions measured in several rounds (one list of times per round).
+
+    Returns, per function, the median of its rounds and their spread (largest minus smallest
+    round over that median): on a shared machine one round can be all slow, and the spread is
+    the measurement's own noise.
+    """
+    table = np.asarray(rounds, float)
+    median = np.median(table, axis=0)
+    return median.tolist(), (np.ptp(table, axis=0) / median).tolist()
+
+
 def wall_times_ms(functions: Sequence[Callable[[], object]], steps: int, block: int = 5) -> List[float]:
     """Typical wall time (ms) of each function over `steps` block-interleaved calls."""
     return [typical_ms(s) for s in wall_time_samples(functions, steps, block)]

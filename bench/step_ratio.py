@@ -4,13 +4,15 @@
 
 For each rho, the selection ElasticTrainer makes (importance from a real probe batch, budget
 from the profile, rho * T_full - T_fp) is timed against the full training step in one process,
-in alternating blocks of consecutive steps (full, open, closed, full, ...), compared by their
-25th percentiles (on a shared machine, other work only adds time) and by medians:
-- open:   the first selection, from the profile alone;
-- closed: the selection after --periods closed-loop corrections (the controller compares
-          achieved with predicted step time after each period of --period_steps steps).
-The controller first re-fits the profile to live classifier-only, deepest-layer-only and full
-step times (as --recalibrate does), so the target is rho times the full step as it runs now. A benchmark: it prints, it asserts nothing.
+in alternating blocks of consecutive steps (full, profiled, open, closed, full, ...), compared
+by their 25th percentiles (on a shared machine, other work only adds time) and by medians:
+- profiled: the first selection from the profile as saved (what training's first selection is
+            by default);
+- open:     the first selection after the controller re-fits the profile to live
+            classifier-only, deepest-layer-only and full step times (as --recalibrate does);
+- closed:   that, after --periods closed-loop corrections (the controller compares achieved
+            with predicted step time after each period of --period_steps steps).
+A benchmark: it prints, it asserts nothing.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ def main(argv=None) -> int:
     parser.add_argument("--periods", type=int, default=3, help="closed-loop correction periods")
     parser.add_argument("--period_steps", type=int, default=12, help="steps per correction period")
     parser.add_argument("--rounds", type=int, default=20, help="timed steps per selection")
+    parser.add_argument("--profile_dir", default="profile_extracted", help="where the fresh profile is written")
     args = parser.parse_args(argv)
     import numpy as np
 
@@ -50,9 +53,10 @@ def main(argv=None) -> int:
     num_classes = data.num_classes(args.dataset_name, args.data_dir)
     model = models.build_model(args.model_name, num_classes, args.input_size, args.weights, args.bn_mode)
     name = profile_tables.profile_name(args.model_name, args.input_size, num_classes, args.batch_size, args.bn_mode)
-    path = os.path.join("profile_extracted", name + ".json")
+    path = os.path.join(args.profile_dir, name + ".json")
     profiler.main(["--model_name", args.model_name, "--input_size", str(args.input_size), "--num_classes",
-                   str(num_classes), "--batch_size", str(args.batch_size), "--bn_mode", args.bn_mode, "--force"])  # fresh, not stale
+                   str(num_classes), "--batch_size", str(args.batch_size), "--bn_mode", args.bn_mode, "--force",
+                   "--output_dir", args.profile_dir])  # fresh, not stale
     profile = profile_tables.load_profile(path)
     batches = iter(data.load(args.dataset_name, "train", args.batch_size, args.input_size, args.data_dir).repeat())
     batch = next(batches)
@@ -77,14 +81,15 @@ def main(argv=None) -> int:
     print(f"{args.model_name} {args.input_size} px, batch {args.batch_size}: profiled head / path / full "
           f"{profile['T_head_ms']:.1f} / {profile['T_path_ms']:.1f} / {profile['T_full_ms']:.1f} ms per step; "
           f"live {live[0]:.1f} / {live[1]:.1f} / {live[2]:.1f} ms (25th percentiles)")
-    print(f"{'rho':>5}{'open: tensors':>15}{'ratio':>8}{'closed: tensors':>17}{'ratio':>8}{'predicted':>11}"
-          f"{'median open':>13}{'closed':>10}")
+    print(f"{'rho':>5}{'profiled: tensors':>19}{'ratio':>8}{'open: tensors':>15}{'ratio':>8}{'closed: tensors':>17}"
+          f"{'ratio':>8}{'predicted':>11}{'median open':>13}{'closed':>10}")
     for rho in args.rhos:
         try:
             controller = schemes.StepTimeController(profile, rho)
         except UserError as error:  # rho below what the forward pass alone costs
             print(f"{rho:>5.2f}  infeasible: {error}")
             continue
+        profiled = controller.select(importance)
         controller.recalibrate(live, masks)
         opened = mask = controller.select(importance)
         for _ in range(args.periods):
@@ -94,15 +99,16 @@ def main(argv=None) -> int:
                 controller.observe(timed(lambda: step(images, labels)[0].numpy()))
             controller.end_period(mask)
             mask = controller.select(importance)
-        steps = [full, cache.get(opened), cache.get(mask)]
+        steps = [full, cache.get(profiled), cache.get(opened), cache.get(mask)]
         for step in steps[1:]:
             step(*batch)[0].numpy()
         samples = wall_time_samples([lambda step=step: step(*batch)[0].numpy() for step in steps], args.rounds)
-        full_ms, open_ms, closed_ms = (typical_ms(s) for s in samples)
+        full_ms, profiled_ms, open_ms, closed_ms = (typical_ms(s) for s in samples)
         medians = [float(np.median(s)) for s in samples]
-        print(f"{rho:>5.2f}{int(opened.sum()):>15}{open_ms / full_ms:>8.3f}{int(mask.sum()):>17}"
-              f"{closed_ms / full_ms:>8.3f}{controller.predicted_ms(mask) / controller.T_full_ms:>11.3f}"
-              f"{medians[1] / medians[0]:>13.3f}{medians[2] / medians[0]:>10.3f}", flush=True)
+        print(f"{rho:>5.2f}{int(profiled.sum()):>19}{profiled_ms / full_ms:>8.3f}{int(opened.sum()):>15}"
+              f"{open_ms / full_ms:>8.3f}{int(mask.sum()):>17}{closed_ms / full_ms:>8.3f}"
+              f"{controller.predicted_ms(mask) / controller.T_full_ms:>11.3f}"
+              f"{medians[2] / medians[0]:>13.3f}{medians[3] / medians[0]:>10.3f}", flush=True)
     return 0
 
 

@@ -73,6 +73,16 @@ def test_calibration_on_more_selections_is_least_squares_over_all_of_them():
     assert exact[0] + exact[1] * full[0] + exact[2] * full[1] == pytest.approx(measured[2] + 1.0)
 
 
+def test_times_measured_in_rounds_are_their_medians_and_the_rounds_spread_is_kept():
+    """One slow round (the machine busy for a minute) moves no step's time; the spread says how
+    far the rounds lay apart."""
+    rounds = [[10.0, 100.0], [14.0, 104.0], [11.0, 160.0]]  # rounds x functions; the third round slow for one
+    times, spreads = train_step.round_medians(rounds)
+    assert times == [11.0, 104.0]
+    assert spreads == pytest.approx([4 / 11, 60 / 104])
+    assert train_step.round_medians([[5.0, 7.0]]) == ([5.0, 7.0], [0.0, 0.0])  # one round: no spread to see
+
+
 def test_timing_table_fits_the_extra_selections_it_is_given(fixture_table):
     rows, structure = fixture_table
     plain = profile_tables.timing_table(rows, structure, head_ms=2.5, path_ms=4.2, full_ms=5.0, meta=META)
@@ -197,6 +207,7 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
     assert profile["coverage"] >= 0.95, profile["unattributed_ops"]
     assert profile["T_full_ms"] > profile["T_fp_ms"] > 0
     assert profile["T_grad_ms"] > 0  # the probe's full gradients, timed for training's live anchor
+    assert profile["calibration_rounds"] == profiler.CALIBRATION_ROUNDS and profile["calibration_spread"] >= 0
     # ... and in micro-batches, as a memory budget runs them (batch 64: every count timed)
     assert sorted(map(int, profile["T_grad_chunks_ms"])) == list(profiler.PROBE_CHUNK_COUNTS)
     assert all(ms > 0 for ms in profile["T_grad_chunks_ms"].values())
@@ -331,10 +342,16 @@ def test_validation_scales_predictions_by_the_live_anchor_and_restores_the_weigh
     assert all(r["measured_mb"] > 0 and r["predicted_mb"] > 0 for r in results)
     # the anchor is the last function timed: the probe's gradients, 2 x the profile's time here
     steps_ms = [10.0, 20.0, 30.0, 15.0, 25.0]  # head, path, full, two random selections
-    monkeypatch.setattr(profiler, "wall_times_ms", lambda functions, steps, block=5: steps_ms + [2 * profile["T_grad_ms"]])
+    anchor = [2 * profile["T_grad_ms"]]
+    rounds = iter([steps_ms + anchor, [2 * ms for ms in steps_ms] + anchor, steps_ms + anchor])  # one slow round
+    monkeypatch.setattr(profiler, "wall_times_ms", lambda functions, steps, block=5: next(rounds))
     for r, measured in zip(profiler.validate_time_model(model, profile, 16, selections=2, steps=3), steps_ms):
         assert r["measured_ms"] == measured and r["live_ms"] == pytest.approx(2 * r["predicted_ms"])
         assert r["live_error"] == pytest.approx((2 * r["predicted_ms"] - measured) / measured)
+        assert r["spread"] == pytest.approx(1.0)  # the slow round, twice the median, is the spread
+    profiler.print_validation(results)
+    assert "the measurements' own spread" in capsys.readouterr().out
+    monkeypatch.undo()
     older = {k: v for k, v in profile.items() if k != "T_grad_ms"}  # a profile made before the anchor
     profiler.print_validation(profiler.validate_time_model(model, older, 16, selections=2, steps=3))
     assert "with the live anchor" not in capsys.readouterr().out

@@ -462,17 +462,32 @@ def test_time_model_benchmark_reads_the_profiler_s_own_output(capsys):
 
     for _, flags in bench_time_model.MODELS:  # every row parses with the profiler's real parser
         profiler.parse_args(flags + ["--force", "--validate", "10"])
-    rows = [dict(selection=name, tensors=3, depth=2, predicted_ms=predicted, measured_ms=10.0,
+    rows = [dict(selection=name, tensors=3, depth=2, predicted_ms=predicted, measured_ms=10.0, spread=spread,
                  live_ms=predicted * 0.8, anchored_ms=10.2, error=predicted / 10 - 1,
                  live_error=predicted * 0.8 / 10 - 1, anchored_error=0.02)
-            for name, predicted in [("head", 10.5), ("path", 11.0), ("full", 10.0), ("random 1", 13.0)]]
+            for name, predicted, spread in [("head", 10.5, 0.02), ("path", 11.0, 0.04), ("full", 10.0, 0.06),
+                                            ("random 1", 13.0, 0.2)]]
     profiler.print_validation(rows)
     text = "profiled mobilenetv2 in 21 s: T_fp 19.6 ms, T_bp 39.5 ms, T_full 59.1 ms, coverage 100.0%\n"
     parsed = bench_time_model.parse_output(text + capsys.readouterr().out)
     assert parsed["profiled"] == (7.5, 30.0) and parsed["live"] == (14.0, 20.0)  # medians and maxima, %
     assert parsed["re-anchored"] == (2.0, 2.0) and (parsed["T_fp"], parsed["T_full"]) == (19.6, 59.1)
+    assert parsed["spread"] == (5.0, 20.0)  # the rounds' own noise, beside the errors
     table = bench_time_model.report([("mobilenetv2 64 px / 32 | frozen", parsed)])
-    assert "| 7.5 % / 30.0 % (not met) | 14.0 % / 20.0 % (not met) | 2.0 % / 2.0 % (met) |" in table
+    assert "| 5.0 % / 20.0 % | 7.5 % / 30.0 % (not met) | 14.0 % / 20.0 % (not met) | 2.0 % / 2.0 % (met) |" in table
+    # bench.step_ratio's rows, as it prints them: rho, then tensors and ratio as profiled, live-refit, closed
+    ratio_output = ("  rho  profiled: tensors   ratio  open: tensors   ratio  closed: tensors   ratio  predicted ...\n"
+                    " 0.50                 12   0.512             11   0.484               10   0.497      0.500"
+                    "        0.490     0.500\n"
+                    " 0.80                 30   0.892             29   0.804               28   0.800      0.800"
+                    "        0.810     0.805\n")
+    ratios = bench_time_model.parse_ratios(ratio_output)
+    assert ratios == [(0.5, 0.512, 0.484, 0.497), (0.8, 0.892, 0.804, 0.8)]
+    table = bench_time_model.report([("m", parsed)], [ratios])
+    assert "as profiled: within 0.03 of rho in 1 of 2 (worst 0.092 off)" in table
+    assert "after a live refit: within 0.03 of rho in 2 of 2 (worst 0.016 off)" in table
+    with pytest.raises(UserError, match="no ratio row"):
+        bench_time_model.parse_ratios("Traceback: killed")
     with pytest.raises(UserError, match="no validation summary"):
         bench_time_model.parse_output("Traceback: out of memory")
 
