@@ -39,6 +39,7 @@ def main(argv=None) -> int:
     parser.add_argument("--period_steps", type=int, default=12, help="steps per correction period")
     parser.add_argument("--rounds", type=int, default=20, help="timed steps per selection")
     parser.add_argument("--profile_dir", default="profile_extracted", help="where the fresh profile is written")
+    parser.add_argument("--repeats", type=int, default=None, help="the profiler's --repeats (default: its own)")
     args = parser.parse_args(argv)
     import numpy as np
 
@@ -56,7 +57,7 @@ def main(argv=None) -> int:
     path = os.path.join(args.profile_dir, name + ".json")
     profiler.main(["--model_name", args.model_name, "--input_size", str(args.input_size), "--num_classes",
                    str(num_classes), "--batch_size", str(args.batch_size), "--bn_mode", args.bn_mode, "--force",
-                   "--output_dir", args.profile_dir])  # fresh, not stale
+                   "--output_dir", args.profile_dir] + (["--repeats", str(args.repeats)] if args.repeats else []))
     profile = profile_tables.load_profile(path)
     batches = iter(data.load(args.dataset_name, "train", args.batch_size, args.input_size, args.data_dir).repeat())
     batch = next(batches)

@@ -125,6 +125,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="check: two models outside the registry and VGG16's step ratio; all: every model")
     parser.add_argument("--repeat", type=int, default=2, help="fresh profiles of each model (and step-ratio runs)")
     parser.add_argument("--validate", type=int, default=8, help="random selections per model")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="the profiler's timed steps per calibration selection (default: the profiler's)")
     parser.add_argument("--num_classes", type=int, default=64, help="classifier size of every model")
     parser.add_argument("--only", default="", help="run only the rows whose label contains this text")
     parser.add_argument("--logdir", default="logs/bench_time_model", help="each row's profiler output goes here")
@@ -143,17 +145,19 @@ def main(argv=None) -> int:
     runs = [(f"{label}{f' (profile {k})' if args.repeat > 1 else ''}", flags, k)
             for label, flags in chosen for k in range(1, args.repeat + 1)]
     rows, ratios = [], []
+    repeats = ["--repeats", str(args.repeats)] if args.repeats else []
     for index, (label, flags, _) in enumerate(runs, 1):
         print(f"[{index}/{len(runs)}] {label}", flush=True)
         output = run_logged(label, [os.path.join(ROOT, "profiler.py"), *flags, "--num_classes", str(args.num_classes),
-                                    "--force", "--validate", str(args.validate)], args.logdir, profiler_dirs=True)
+                                    "--force", "--validate", str(args.validate), *repeats], args.logdir,
+                            profiler_dirs=True)
         rows.append((label, parse_output(output)))
         print(f"    {spread(rows[-1][1].get('spread'))} spread; {meets(rows[-1][1].get('profiled'))} as profiled",
               flush=True)
     for k in range(1, args.repeat + 1) if args.set == "check" and not args.only else ():
         print(f"[step ratio {k}/{args.repeat}] vgg16 64 px / 16", flush=True)
-        ratios.append(parse_ratios(run_logged(f"step ratio vgg16 {k}", ["-m", "bench.step_ratio", *STEP_RATIO],
-                                              args.logdir)))
+        command = ["-m", "bench.step_ratio", *STEP_RATIO, *repeats]
+        ratios.append(parse_ratios(run_logged(f"step ratio vgg16 {k}", command, args.logdir)))
     publish_report(report(rows, ratios), args.output)
     return 0
 
