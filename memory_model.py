@@ -115,7 +115,7 @@ class MemoryModel:
         return float(solver.predicted_peak(self.depth_mb[::-1], self.grad_mb[::-1], backward))
 
     def probe_mb(self, chunks: int = 1) -> float:
-        """Predicted peak of the importance probe (schemes.elastic.ImportanceProbe) with its batch
+        """Predicted peak of the importance probe (schemes.probe.ImportanceProbe) with its batch
         cut into `chunks` micro-batches: the deepest step's activations over `chunks`, and
         PROBE_COPIES gradient-sized copies (a chunk's gradients, their running sum, the snapshots
         of the weights and the optimizer's slots the probe restores, the weights before its trial

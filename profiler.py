@@ -32,10 +32,11 @@ from models import gradient_filter as filtering
 import memory_model
 import models
 import profile_tables
-from train_step import (MB, PROBE_COST_KEYS, StepCache, TrainStep, allocator_device, allocator_mb, break_even_calls,
-                        eager_gradients, forward_function, free_batch_gradients, full_gradients, micro_batched_gradients,
-                        make_optimizer, preserved_state, reset_peak, round_medians, shared_forward, typical_ms,
-                        wall_time_samples, wall_times_ms)
+from train_step import (StepCache, TrainStep, eager_gradients, forward_function, full_gradients, make_optimizer,
+                        preserved_state, shared_forward)
+from measure import (allocator_device, allocator_mb, MB, reset_peak, round_medians, typical_ms, wall_time_samples,
+                     wall_times_ms)
+from schemes.probe import break_even_calls, free_batch_gradients, micro_batched_gradients, PROBE_COST_KEYS
 from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
 
@@ -88,7 +89,7 @@ def first_calls(model: tf.keras.Model, mode: str, images: tf.Tensor, labels: tf.
 def measure_probe_costs(model: tf.keras.Model, images: tf.Tensor, labels: tf.Tensor, model_flags: Sequence[str],
                         calls: int = PROBE_COST_CALLS) -> Dict[str, float]:
     """The importance probe's gradient call both ways (training runs it the cheaper way for the calls
-    it will make, train_step.choose_probe_mode): each mode's first call and the first train step
+    it will make, schemes.probe.choose_probe_mode): each mode's first call and the first train step
     after it, each in a fresh process of its own (`model_flags` rebuild the model there), as a run's
     first selection pays them; then each mode's typical call here (ms; blocks alternate).
     Gradients only: weights restored."""

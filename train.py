@@ -3,15 +3,13 @@ mask) and never asks which scheme it runs (the schemes live in the `schemes` pac
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
 import os
 import signal
-import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -25,14 +23,13 @@ from config import TrainConfig
 from energy import Meter
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
-from train_step import StepCache, allocator_mb, make_optimizer, preserved_state, reset_peak, wall_time_samples
+from measure import AllocatorPhases, measure_reference, reset_peak
+from run_control import RunInterrupted, StopRequest, Stopwatch, TrainingDiverged
+from run_summary import compile_seconds, energy_summary, memory_summary, mixed_reference, selected_epoch, summarize
+from train_step import StepCache, make_optimizer
 from utils import MIX_BATCHES, UserError, at_chance, class_mix, overhead_share
 
 # ------------------------------------------------------------------------------------- loop
-
-class TrainingDiverged(UserError):
-    """The loss became NaN or infinite."""
-
 
 def make_evaluator(model: tf.keras.Model) -> Callable[..., Dict[str, float]]:
     """Loss and accuracy over a dataset (inference mode), as `<prefix>/classification_loss` and
@@ -75,49 +72,6 @@ def load_profile_for(config: TrainConfig, model: tf.keras.Model) -> Dict:
     return profile
 
 
-class RunInterrupted(UserError):
-    """Training stopped on a signal after writing a checkpoint."""
-
-    def __init__(self, message: str, signal_number: int):
-        super().__init__(message)
-        self.exit_code = 128 + signal_number
-
-
-class StopRequest:
-    """SIGINT/SIGTERM ask the loop to stop after the current step; a second one aborts at once.
-    A second signal within SAME_REQUEST_SECONDS of the first is the same request arriving twice
-    (a scheduler signals every process of a task, and the parent passes its own on): it is
-    ignored, so the checkpoint is still written."""
-
-    SAME_REQUEST_SECONDS = 1.0
-
-    def __init__(self):
-        self.signal_number: Optional[int] = None
-        self._first_at = 0.0
-        self._previous: Dict[int, object] = {}
-
-    def __enter__(self) -> "StopRequest":
-        try:
-            for number in (signal.SIGINT, signal.SIGTERM):
-                self._previous[number] = signal.signal(number, self._handle)
-        except ValueError:  # not the main thread: leave signals alone
-            pass
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)
-
-    def _handle(self, number: int, frame) -> None:
-        if self.signal_number is not None:
-            if time.monotonic() - self._first_at < self.SAME_REQUEST_SECONDS:
-                return
-            raise KeyboardInterrupt  # the second signal: stop now, no checkpoint
-        self.signal_number, self._first_at = number, time.monotonic()
-        print(f"\n{signal.Signals(number).name}: finishing this step and writing a checkpoint "
-              f"(press Ctrl-C again to abort at once)", file=sys.stderr, flush=True)
-
-
 @dataclasses.dataclass
 class LoopState:
     """Everything the loop carries from step to step, saved in each checkpoint."""
@@ -143,12 +97,6 @@ class LoopState:
     scheme: Dict = dataclasses.field(default_factory=dict)
     memory_peaks: Dict = dataclasses.field(default_factory=dict)  # MB: the allocator's peak per MEMORY_PHASES
     memory_selections: List[Dict] = dataclasses.field(default_factory=list)  # predicted and measured, per selection
-
-
-# What the allocator's peaks are told apart by: training steps, selections (probes, contribution
-# analysis, the steps they compile), evaluation. Checkpoints, each epoch's input-pipeline start (its
-# shuffle buffer filling, before its first batch) and the final reference timing count in none.
-MEMORY_PHASES = ("step", "selection", "evaluation")
 
 
 def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.data.Dataset,
@@ -188,23 +136,6 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     return loop.summary()
 
 
-class Stopwatch:
-    """A run's training seconds: those carried over (earlier epochs and sessions) plus the time
-    since this segment started, pauses (checkpoints) excluded."""
-
-    def __init__(self, carried_seconds: float):
-        self.carried, self.started = carried_seconds, time.perf_counter()
-
-    def seconds(self) -> float:
-        return self.carried + time.perf_counter() - self.started
-
-    @contextlib.contextmanager
-    def paused(self):
-        begin = time.perf_counter()
-        yield
-        self.started += time.perf_counter() - begin
-
-
 class Loop:
     """The steps one run's loop is made of, and the state it carries (LoopState, checkpointed)."""
 
@@ -228,8 +159,7 @@ class Loop:
         self.state = LoopState()
         self.batch = None  # the last batch trained: the final reference timing runs on it
         self.meter = meter  # energy.Meter, when the device has one
-        self.epoch_peaks: Dict[str, float] = {}  # the current epoch's allocator peaks per phase (MB)
-        self.stepped = False  # whether a training step ran since the last memory phase ended
+        self.memory = AllocatorPhases(self.state.memory_peaks, self.state.memory_selections)
         self.process_start = time.perf_counter()  # this session's process start (start() may say earlier)
         self.final_test: Dict = {}  # final_evaluation's results
         self.last_good: Optional[tuple] = None  # (epoch, weights) at the end of the last finite epoch
@@ -263,6 +193,7 @@ class Loop:
             if not scheme.due(0):  # a fixed selection: show it once
                 self.outputs.selection_mask(0, scheme.mask)
                 state.masks.append(scheme.mask.tolist())
+        self.memory = AllocatorPhases(self.state.memory_peaks, self.state.memory_selections)  # a resumed run's
         now = time.perf_counter()
         self.state.startup_seconds += now - self.process_start
         self.setup_seconds = now - self.created  # the loop's own part of this session's start-up
@@ -286,38 +217,18 @@ class Loop:
         self.scheme.check_memory(classifier_mask(self.model))
         del batches
 
-    def close_memory_phase(self, phase: Optional[str]) -> None:
-        """Fold the allocator's peak since the last phase ended into `phase` (one of MEMORY_PHASES;
-        None: count it nowhere), and into the current selection's measured peak for training steps;
-        then start a new peak. Nothing where the allocator keeps no statistics."""
-        stats = allocator_mb()
-        if stats is None:
-            return
-        if phase == "step" and not self.stepped:  # no step ran: what it reads is only what is held
-            phase = None
-        self.stepped = False
-        if phase is not None:
-            peak, state = stats["peak"], self.state
-            self.epoch_peaks[phase] = max(self.epoch_peaks.get(phase, 0.0), peak)
-            state.memory_peaks[phase] = max(state.memory_peaks.get(phase, 0.0), peak)
-            if phase == "step" and state.memory_selections:
-                latest = state.memory_selections[-1]
-                latest["measured_mb"] = max(latest.get("measured_mb", 0.0), peak)
-        reset_peak()
-
     def save_checkpoint(self) -> str:
-        self.close_memory_phase("step")
-        self.outputs.flush_pictures()  # before the checkpoint, which a resumed run's pictures continue from
-        start = time.perf_counter()
-        if self.best_unsaved:  # a resumed run's final test needs the validation-best weights
-            self.outputs.save_best_validation(*self.best_weights)
-            self.best_unsaved = False
-        saved = dataclasses.replace(self.state, scheme=self.scheme.state(),
-                                    process_seconds=self.state.process_seconds + start - self.process_start)
-        path = self.checkpoints.save(dataclasses.asdict(saved))
-        self.last_checkpoint = time.perf_counter()
-        self.state.checkpoint_seconds += self.last_checkpoint - start
-        self.close_memory_phase(None)
+        with self.memory.phase(None):
+            self.outputs.flush_pictures()  # before the checkpoint, which a resumed run's pictures continue from
+            start = time.perf_counter()
+            if self.best_unsaved:  # a resumed run's final test needs the validation-best weights
+                self.outputs.save_best_validation(*self.best_weights)
+                self.best_unsaved = False
+            saved = dataclasses.replace(self.state, scheme=self.scheme.state(),
+                                        process_seconds=self.state.process_seconds + start - self.process_start)
+            path = self.checkpoints.save(dataclasses.asdict(saved))
+            self.last_checkpoint = time.perf_counter()
+            self.state.checkpoint_seconds += self.last_checkpoint - start
         return path
 
     def interrupted(self, signal_number: int, where: str) -> "RunInterrupted":
@@ -329,15 +240,15 @@ class Loop:
         state, scheme = self.state, self.scheme
         if not scheme.due(state.step):
             return
-        self.close_memory_phase("step")
-        if state.memory_selections:
-            scheme.observe_memory(state.memory_selections[-1])
-        start, before = time.perf_counter(), dict(scheme.overhead)
-        info = scheme.reselect(state.step)
-        state.selection_seconds.append(time.perf_counter() - start)
-        state.selection_parts.append({part: seconds - before.get(part, 0.0) for part, seconds in scheme.overhead.items()
-                                      if seconds - before.get(part, 0.0) > 0})
-        self.close_memory_phase("selection")
+        with self.memory.phase("selection"):
+            if state.memory_selections:
+                scheme.observe_memory(state.memory_selections[-1])
+            start, before = time.perf_counter(), dict(scheme.overhead)
+            info = scheme.reselect(state.step)
+            state.selection_seconds.append(time.perf_counter() - start)
+            state.selection_parts.append({part: seconds - before.get(part, 0.0)
+                                          for part, seconds in scheme.overhead.items()
+                                          if seconds - before.get(part, 0.0) > 0})
         if "memory/predicted_peak_mb" in info:
             state.memory_selections.append({"step": state.step, "predicted_mb": info["memory/predicted_peak_mb"],
                                             "base_mb": info["memory/base_mb"],
@@ -373,7 +284,7 @@ class Loop:
         state.step += 1
         state.position += 1
         self.batch = (images, labels)
-        self.stepped = True
+        self.memory.stepped = True
 
     def diverged(self, loss_value: float) -> TrainingDiverged:
         """The error to raise when the loss stopped being finite; first it writes the weights of
@@ -409,7 +320,7 @@ class Loop:
                    disable=None)  # no bar when not a terminal
         for index, (images, labels) in enumerate(bar):
             if index == 0:  # the input pipeline's start (an epoch's shuffle buffer filling) is no step
-                self.close_memory_phase(None)
+                self.memory.close(None)
             self.reselect_if_due()
             self.train_step(images, labels, totals, previous_end)
             if self.first_labels is not None:
@@ -463,13 +374,12 @@ class Loop:
     def evaluate_epoch(self, test_data: Optional[tf.data.Dataset],
                        val_data: Optional[tf.data.Dataset]) -> Dict[str, float]:
         """Validation (and, given `test_data`, test) loss and accuracy; not training time."""
-        self.close_memory_phase("step")
-        start = time.perf_counter()
-        metrics = self.evaluate(test_data) if test_data is not None else {}
-        if val_data is not None:
-            metrics.update(self.evaluate(val_data, "validation"))
-        self.state.evaluation_seconds += time.perf_counter() - start
-        self.close_memory_phase("evaluation")
+        with self.memory.phase("evaluation"):
+            start = time.perf_counter()
+            metrics = self.evaluate(test_data) if test_data is not None else {}
+            if val_data is not None:
+                metrics.update(self.evaluate(val_data, "validation"))
+            self.state.evaluation_seconds += time.perf_counter() - start
         return metrics
 
     def end_epoch(self, totals: Dict, metrics: Dict[str, float], force_checkpoint: bool = False) -> None:
@@ -514,8 +424,8 @@ class Loop:
             "time/overhead_share": overhead_share(compiling, state.selection_seconds, state.train_seconds),
             "time/evaluation_seconds": state.evaluation_seconds,
             "time/train_seconds": state.train_seconds, **energy, **metrics,
-            **{f"memory/{phase}_peak_mb": peak for phase, peak in self.epoch_peaks.items()}})
-        self.epoch_peaks = {}
+            **{f"memory/{phase}_peak_mb": peak for phase, peak in self.memory.epoch_peaks.items()}})
+        self.memory.epoch_peaks = {}
         accuracies = ([f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%"] if validated else []) + (
             [f"test accuracy {100 * metrics['test/accuracy']:.2f}% (best {100 * state.best_accuracy:.2f}%)"]
             if tested else [])
@@ -535,22 +445,21 @@ class Loop:
             return
         state = self.state
         best_epoch = selected_epoch(state.history)["best_val_epoch"]
-        self.close_memory_phase("step")
-        start = time.perf_counter()
-        final = self.evaluate(test_data)["test/accuracy"]
-        at_best = final if best_epoch in (None, len(state.history)) else None
-        if at_best is None:
-            best = self.best_weights or self.outputs.load_best_validation()
-            if best is not None and best[0] == best_epoch:
-                final_weights = self.model.get_weights()
-                self.model.set_weights(best[1])
-                at_best = self.evaluate(test_data)["test/accuracy"]
-                self.model.set_weights(final_weights)
-            else:  # not kept (a run resumed from a checkpoint written before this code kept them)
-                logging.warning("the weights of epoch %d (best validation accuracy) were not kept: no test "
-                                "accuracy at the validation-best epoch", best_epoch)
-        seconds = time.perf_counter() - start
-        self.close_memory_phase("evaluation")
+        with self.memory.phase("evaluation"):
+            start = time.perf_counter()
+            final = self.evaluate(test_data)["test/accuracy"]
+            at_best = final if best_epoch in (None, len(state.history)) else None
+            if at_best is None:
+                best = self.best_weights or self.outputs.load_best_validation()
+                if best is not None and best[0] == best_epoch:
+                    final_weights = self.model.get_weights()
+                    self.model.set_weights(best[1])
+                    at_best = self.evaluate(test_data)["test/accuracy"]
+                    self.model.set_weights(final_weights)
+                else:  # not kept (a run resumed from a checkpoint written before this code kept them)
+                    logging.warning("the weights of epoch %d (best validation accuracy) were not kept: no test "
+                                    "accuracy at the validation-best epoch", best_epoch)
+            seconds = time.perf_counter() - start
         self.final_test = {"final_test_accuracy": final, "final_test_seconds": seconds,
                            **({"test_accuracy_at_best_val": at_best} if best_epoch is not None else {})}
         self.outputs.scalars(state.step, {"time/final_test_seconds": seconds})  # the accuracies: RunOutputs.summary
@@ -582,112 +491,3 @@ class Loop:
                        **scheme.facts,
                        **memory_summary(config, state))
         return summary
-
-
-def energy_summary(history: Sequence[Dict], meter) -> Dict:
-    """Training energy over the metered epochs (whole device, steps only): joules and joules per
-    step; empty when no epoch was metered."""
-    metered = [entry for entry in history if "energy_joules" in entry]
-    if not metered:
-        return {}
-    joules, steps = sum(entry["energy_joules"] for entry in metered), sum(entry["energy_steps"] for entry in metered)
-    return {"energy_meter": meter.name if meter else None, "energy_joules": joules,
-            "joules_per_step": joules / max(steps, 1), "energy_epochs_metered": len(metered)}
-
-
-def memory_summary(config: TrainConfig, state: LoopState) -> Dict:
-    """The allocator's peaks (MB) per phase over the run, and under a memory budget the predicted
-    and measured step peak of every selection; None where the allocator kept no statistics."""
-    peaks = {f"measured_{phase}_peak_mb": state.memory_peaks.get(phase) for phase in MEMORY_PHASES}
-    predicted = [entry["predicted_mb"] for entry in state.memory_selections]
-    return {"memory_budget_mb": config.memory_budget_mb or None, **peaks,
-            "predicted_step_peak_mb": max(predicted) if predicted else None,
-            "memory_selections": list(state.memory_selections)}
-
-
-def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:
-    """Time the first calls of new selections' steps took beyond an ordinary step (tracing and
-    compiling), in seconds."""
-    typical = float(np.median(step_ms)) if len(step_ms) else 0.0
-    return sum(max(0.0, first - typical) for first in first_call_ms) / 1000
-
-
-def measure_reference(steps: "StepCache", optimizer, mask: np.ndarray, batch, count: int) -> Dict[str, float]:
-    """Time full-training steps against steps of `mask` now, in this process, interleaved in
-    blocks (model and optimizer state restored), so the run's step times are compared with a
-    full step under the same conditions rather than only with the (older) profile."""
-    images, labels = batch
-    start = time.perf_counter()
-    full, current = steps.get(np.ones_like(mask)), steps.get(mask)
-    with preserved_state(steps.model, optimizer):
-        for step in (full, current, full, current):  # compile (if new) and warm up
-            step(images, labels)[0].numpy()
-        full_ms, mask_ms = wall_time_samples(
-            [lambda s=s: s(images, labels)[0].numpy() for s in (full, current)], count)
-    return {"reference_full_step_ms": float(np.median(full_ms)),
-            "reference_selection_step_ms": float(np.median(mask_ms)),
-            "reference_seconds": time.perf_counter() - start}
-
-
-def mixed_reference(parts: Sequence[Tuple[Dict[str, float], float]]) -> Dict[str, float]:
-    """measure_reference's results for several selections, each with its share of the steps, as
-    one: the selections' step times weighted by their shares, the full steps' averaged, the
-    seconds summed (one selection: its result as it is)."""
-    if len(parts) == 1:
-        return parts[0][0]
-    total = sum(share for _, share in parts)
-    return {"reference_full_step_ms": float(np.mean([part["reference_full_step_ms"] for part, _ in parts])),
-            "reference_selection_step_ms": sum(part["reference_selection_step_ms"] * share
-                                               for part, share in parts) / total,
-            "reference_seconds": sum(part["reference_seconds"] for part, _ in parts)}
-
-
-def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: Optional[float], train_seconds: float,
-              selection_seconds: Sequence[float], step_ms: Sequence[float], compile_s: float = 0.0,
-              evaluation_seconds: float = 0.0, history: Sequence[Dict] = (),
-              reference: Optional[Dict[str, float]] = None, final_test: Optional[Dict] = None,
-              median_ms: Optional[float] = None) -> Dict:
-    """The run's summary: accuracy, wall time and where it went, and step time relative to a
-    full step (the profile's, and one measured live at the end of the run when `reference`).
-    Test accuracies come from the epochs' history (test_every_epoch) or from `final_test`
-    (Loop.final_evaluation); `best_accuracy` (over epochs) is None without per-epoch tests.
-    `median_ms`: the run's typical step (Scheme.typical_step_ms), by default the steps' median."""
-    if median_ms is None:
-        median_ms = float(np.median(step_ms)) if len(step_ms) else float("nan")
-    full_ms = float(profile["T_full_ms"]) if profile else float("nan")
-    scheme = SCHEMES[config.train_type]
-    target = scheme.step_ratio_target(config)
-    reference = dict(reference or {})
-    if "reference_full_step_ms" in reference:  # final selection vs full, timed together
-        live = reference["reference_selection_step_ms"] / reference["reference_full_step_ms"]
-    else:
-        live = 1.0 if scheme.full_step else float("nan")
-    return {"run_name": config.run_name, "train_type": config.train_type,
-            "rho": config.rho if scheme.needs_profile else None,  # others ignore rho
-            "rho_mode": config.rho_mode if scheme.needs_profile else None,
-            "bn_mode": config.bn_mode, "seed": config.seed,
-            "test_every_epoch": config.test_every_epoch, "best_test_accuracy": best_accuracy,
-            "final_test_accuracy": history[-1].get("test_accuracy") if history else None,
-            "train_time_hours": train_seconds / 3600,
-            "train_seconds": train_seconds, "median_step_ms": median_ms,
-            "step_time_ratio_achieved": median_ms / full_ms,
-            "step_time_ratio_live": live,
-            "step_time_ratio_target": target,
-            "selection_seconds": list(selection_seconds),
-            "selection_overhead_share": sum(selection_seconds) / train_seconds if train_seconds else 0.0,
-            "compile_seconds": compile_s,
-            "compile_share": compile_s / train_seconds if train_seconds else 0.0,
-            "overhead_share": overhead_share(compile_s, selection_seconds, train_seconds),
-            "evaluation_seconds": evaluation_seconds,
-            **selected_epoch(history), **dict(final_test or {}), **reference, "history": list(history)}
-
-
-def selected_epoch(history: Sequence[Dict]) -> Dict:
-    """Model selection on the validation split: the first epoch of best validation accuracy, its
-    validation and test accuracy (all None when the run had no validation split)."""
-    validated = [entry for entry in history if "val_accuracy" in entry]
-    if not validated:
-        return {"best_val_epoch": None, "best_val_accuracy": None, "test_accuracy_at_best_val": None}
-    best = max(validated, key=lambda entry: entry["val_accuracy"])  # max keeps the first of ties
-    return {"best_val_epoch": best["epoch"], "best_val_accuracy": best["val_accuracy"],
-            "test_accuracy_at_best_val": best.get("test_accuracy")}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -100,86 +99,6 @@ def full_gradients(model: tf.keras.Model, forward: Forward, input_signature: Opt
     return tf.function(eager_gradients(model, forward), input_signature=input_signature, autograph=False)
 
 
-PROBE_MODES = ("auto", "eager", "traced")
-PROBE_COST_KEYS = ("traced_first_ms", "traced_ms", "traced_step_first_ms",
-                   "eager_first_ms", "eager_ms", "eager_step_first_ms")
-
-
-def probe_seconds(costs: Dict[str, float], mode: str, calls: int) -> float:
-    """Seconds a process's `calls` gradient calls of the probe cost in `mode`, from a profile's
-    `probe_costs`: the first call (tracing and compiling, or eager's first dispatch), the rest at
-    the typical call's time, and the first train step after it (which reuses the forward pass a
-    traced probe traced, and traces it itself after an eager one). No calls: nothing."""
-    if calls < 1:
-        return 0.0
-    return (costs[f"{mode}_first_ms"] + (calls - 1) * costs[f"{mode}_ms"] + costs[f"{mode}_step_first_ms"]) / 1000
-
-
-def break_even_calls(costs: Dict[str, float]) -> float:
-    """The number of calls from which tracing the probe costs no more than running it eagerly
-    (inf when an eager call is no slower than a traced one)."""
-    premium = costs["eager_ms"] - costs["traced_ms"]
-    if premium <= 0:
-        return float("inf")
-    first = lambda mode: costs[f"{mode}_first_ms"] + costs[f"{mode}_step_first_ms"]  # noqa: E731
-    return 1 + max(first("traced") - first("eager"), 0.0) / premium
-
-
-def choose_probe_mode(requested: str, costs: Optional[Dict[str, float]], calls: int) -> Dict[str, object]:
-    """How the probe runs for the `calls` gradient calls a process will make: `requested` unless it
-    is "auto", then whichever the measured `costs` (a profile's `probe_costs`) say is cheaper for
-    that many calls, traced when no costs were measured. Returns the mode, the calls, the predicted
-    seconds of both modes and the break-even (when costs are known) and a sentence why."""
-    if requested not in PROBE_MODES:
-        raise ValueError(f"unknown probe mode {requested!r}; choose one of: {', '.join(PROBE_MODES)}")
-    known = bool(costs) and all(key in costs for key in PROBE_COST_KEYS)
-    choice: Dict[str, object] = {"requested": requested, "calls": int(calls)}
-    if known:
-        eager_s, traced_s = probe_seconds(costs, "eager", calls), probe_seconds(costs, "traced", calls)
-        choice.update(eager_seconds=eager_s, traced_seconds=traced_s, break_even_calls=break_even_calls(costs))
-    if requested != "auto":
-        choice.update(mode=requested, why=f"--probe_mode {requested}")
-    elif not known:
-        choice.update(mode="traced", why="the profile did not time the probe both ways (made before probe_costs; "
-                                         "profiler.py adds them to it): traced, as before")
-    else:
-        mode = "eager" if eager_s < traced_s else "traced"
-        choice.update(mode=mode, why=f"{calls} gradient calls and the first step after them: eager {eager_s:.2f} s, "
-                                     f"traced {traced_s:.2f} s with its trace (break-even at "
-                                     f"{choice['break_even_calls']:.1f} calls)")
-    return choice
-
-
-def free_batch_gradients(model: tf.keras.Model, forward: Forward, images: tf.Tensor, labels: tf.Tensor) -> Callable:
-    """`full_gradients` traced once for any batch size (the micro-batched probe's)."""
-    free = [tf.TensorSpec([None, *tensor.shape[1:]], tensor.dtype) for tensor in (images, labels)]
-    return full_gradients(model, forward, input_signature=free)
-
-
-def micro_batched_gradients(function: Callable, images: tf.Tensor, labels: tf.Tensor,
-                            chunks: int) -> List[Optional[tf.Tensor]]:
-    """A batch's mean-loss gradients as the sum over `chunks` micro-batches of `function`'s
-    (free_batch_gradients), each weighted by its share of the batch: the same gradients with frozen
-    BatchNorm, where examples do not interact, at the peak memory of one micro-batch."""
-    size = int(images.shape[0])
-    bounds = np.linspace(0, size, min(chunks, size) + 1).round().astype(int)
-    total: List[Optional[tf.Tensor]] = []
-    for low, high in zip(bounds[:-1], bounds[1:]):
-        share = (high - low) / size
-        part = [None if g is None else g * share for g in function(images[low:high], labels[low:high])]
-        total = part if not total else [g if t is None else t + g for t, g in zip(total, part)]
-    return total
-
-
-def chunked_time_ms(table: Dict[str, float], chunks: int) -> Optional[float]:
-    """The profile's time of the micro-batched probe pass (`T_grad_chunks_ms`: chunk count -> ms)
-    at `chunks` micro-batches, interpolated linearly between the counts it timed (None outside)."""
-    known = sorted((int(count), float(ms)) for count, ms in (table or {}).items())
-    if not known or not known[0][0] <= chunks <= known[-1][0]:
-        return None
-    return float(np.interp(chunks, [count for count, _ in known], [ms for _, ms in known]))
-
-
 class TrainStep:
     """A tf.function that trains `variables` on one batch and returns (loss, logits).
 
@@ -248,49 +167,6 @@ def variables_by_mask(model: tf.keras.Model, mask: Sequence[int]) -> List[tf.Var
     return [w for w, keep in zip(weights, mask) if keep]
 
 
-def wall_time_samples(functions: Sequence[Callable[[], object]], steps: int, block: int = 5) -> List[List[float]]:
-    """Wall times (ms) of `steps` calls of each function.
-
-    Calls run in blocks of consecutive calls per function, as training runs one selection for
-    many steps; blocks of different functions alternate (A A A B B B A A A ...) so that slow
-    phases of a shared machine hit them all alike.
-    """
-    samples: List[List[float]] = [[] for _ in functions]
-    while len(samples[0]) < steps:
-        for index, function in enumerate(functions):
-            for _ in range(min(block, steps - len(samples[index]))):
-                start = time.perf_counter()
-                function()
-                samples[index].append((time.perf_counter() - start) * 1000.0)
-    return samples
-
-
-def typical_ms(samples: Sequence[float]) -> float:
-    """The typical step time of a set of samples: their 25th percentile.
-
-    On a shared machine other work only ever adds time, in bursts that can cover half of a
-    measurement; a low quantile tracks the machine's own speed where a median would not.
-    """
-    return float(np.percentile(samples, 25))
-
-
-def round_medians(rounds: Sequence[Sequence[float]]) -> Tuple[List[float], List[float]]:
-    """Typical times of functions measured in several rounds (one list of times per round).
-
-    Returns, per function, the median of its rounds and their spread (largest minus smallest
-    round over that median): on a shared machine one round can be all slow, and the spread is
-    the measurement's own noise.
-    """
-    table = np.asarray(rounds, float)
-    median = np.median(table, axis=0)
-    return median.tolist(), (np.ptp(table, axis=0) / median).tolist()
-
-
-def wall_times_ms(functions: Sequence[Callable[[], object]], steps: int, block: int = 5) -> List[float]:
-    """Typical wall time (ms) of each function over `steps` block-interleaved calls."""
-    return [typical_ms(s) for s in wall_time_samples(functions, steps, block)]
-
-
 @contextlib.contextmanager
 def preserved_state(model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer):
     """Run a block, then put every model and optimizer variable back exactly as it was.
@@ -309,33 +185,6 @@ def preserved_state(model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy
         for variable in optimizer.variables():
             variable.assign(optimizer_state.get(
                 variable.ref(), np.zeros(variable.shape, variable.dtype.as_numpy_dtype)))
-
-
-MB = 2.0 ** 20
-
-
-def allocator_device() -> str:
-    """The device whose allocator holds a training step's tensors."""
-    return "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
-
-
-def allocator_mb(device: Optional[str] = None) -> Optional[Dict[str, float]]:
-    """TensorFlow's allocator statistics (MB currently allocated and the peak since the last
-    reset), or None where the allocator keeps none: on CPU only the BFC allocator does, which
-    utils.prepare_tensorflow_environment turns on (TF_CPU_ALLOCATOR_USE_BFC=true)."""
-    try:
-        info = tf.config.experimental.get_memory_info(device or allocator_device())
-    except (ValueError, tf.errors.OpError):
-        return None
-    return {"current": info["current"] / MB, "peak": info["peak"] / MB}
-
-
-def reset_peak(device: Optional[str] = None) -> None:
-    """Start a new peak from what is allocated now (no-op where the allocator keeps no statistics)."""
-    try:
-        tf.config.experimental.reset_memory_stats(device or allocator_device())
-    except (ValueError, tf.errors.OpError):
-        pass
 
 
 CACHED_STEPS = 8  # compiled train steps kept (one per distinct selection)

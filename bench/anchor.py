@@ -84,9 +84,10 @@ def main(argv=None) -> int:
     import numpy as np
     import tensorflow as tf
 
-    from schemes.elastic import ImportanceProbe
+    from schemes.probe import ImportanceProbe
     from train_step import StepCache
-    from train_step import make_optimizer, preserved_state, typical_ms, wall_time_samples
+    from train_step import make_optimizer, preserved_state
+    from measure import typical_ms, wall_time_samples
 
     model, protocol = study_plans.protocol_model("mobilenetv2")
     backbone = os.path.isfile(os.path.join(ROOT, protocol["weights"]))

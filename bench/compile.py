@@ -56,7 +56,8 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     import models
-    from train_step import TrainStep, full_gradients, make_optimizer, shared_forward, typical_ms, variables_by_mask
+    from train_step import TrainStep, full_gradients, make_optimizer, shared_forward, variables_by_mask
+    from measure import typical_ms
 
     if options:
         tf.config.optimizer.set_experimental_options(options)

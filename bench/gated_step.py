@@ -42,7 +42,8 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     import models
-    from train_step import classification_loss, typical_ms, wall_time_samples
+    from train_step import classification_loss
+    from measure import typical_ms, wall_time_samples
 
     model, protocol = study_plans.protocol_model("mobilenetv2")
     weights = model.trainable_weights

@@ -45,7 +45,8 @@ def main(argv=None) -> int:
     import models
     import profiler
     from schemes.base import layers_mask
-    from train_step import TrainStep, forward_function, make_optimizer, wall_time_samples, typical_ms
+    from train_step import TrainStep, forward_function, make_optimizer
+    from measure import typical_ms, wall_time_samples
 
     images, labels = profiler.random_batch(
         models.build_model(args.model_name, args.num_classes, args.input_size, "none", args.bn_mode), args.batch_size)
@@ -96,7 +97,7 @@ def single_convolutions(rounds: int) -> int:
     import tensorflow as tf
 
     from models import gradient_filter
-    from train_step import typical_ms, wall_time_samples
+    from measure import typical_ms, wall_time_samples
 
     print(f"backward pass of one stride-1 SAME convolution (input and weight gradients), 25th percentiles "
           f"of {rounds} calls; r 2, r 4: filtered time / plain time")

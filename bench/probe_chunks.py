@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     import tf_environment  # noqa: F401  (first: TensorFlow's environment)
     import models
     from profiler import random_batch
-    from schemes.elastic import ImportanceProbe
+    from schemes.probe import ImportanceProbe
     from train_step import make_optimizer
 
     model = models.build_model("mobilenetv2", 10, args.size, "none", "frozen")

@@ -82,7 +82,8 @@ def measure(args: argparse.Namespace) -> Dict[str, float]:
     import profiler
     import schemes
     import train_step
-    from train_step import make_optimizer, typical_ms, wall_time_samples
+    from train_step import make_optimizer
+    from measure import typical_ms, wall_time_samples
     imported = time.perf_counter() - start
 
     name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size, "frozen")

@@ -49,7 +49,8 @@ def main(argv=None) -> int:
     import profiler
     import schemes
     import train_step
-    from train_step import make_optimizer, typical_ms, wall_time_samples, wall_times_ms
+    from train_step import make_optimizer
+    from measure import typical_ms, wall_time_samples, wall_times_ms
 
     num_classes = data.num_classes(args.dataset_name, args.data_dir)
     model = models.build_model(args.model_name, num_classes, args.input_size, args.weights, args.bn_mode)

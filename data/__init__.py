@@ -70,6 +70,8 @@ DATASETS: Dict[str, DatasetSpec] = {
                                         "ROOT/train/<class>/*.jpg and ROOT/test/<class>/*.jpg "
                                         "(and optionally ROOT/validation/<class>/*.jpg)"),
 }
+# The names --dataset_name lists; the others (source tasks, redrawn task seeds) are accepted too
+LISTED = ("caltech_birds2011", "oxford_iiit_pet", "stanford_dogs", "embedded_shapes", "embedded_parts", "image_folder")
 SPLITS = ("train", "test")  # the splits every dataset provides
 # A validation split is either carved from "train" by held_out() (--validation carved) or one the
 # dataset stores itself, of images in neither train nor test (--validation fresh): the embedded

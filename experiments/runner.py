@@ -28,12 +28,12 @@ Job = Tuple[str, List[str]]  # (run name, main.py flags; they include --logdir a
 def check_main_arguments(name: str, arguments: Sequence[str]) -> None:
     """Parse a run's flags with main.py's own parser (so a renamed flag is caught before hours of
     training); UserError naming the run when they do not parse."""
-    import main  # the real parser; importing it loads TensorFlow once
+    import cli  # main.py's parser; importing it loads TensorFlow once
 
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            main.parse_args(list(arguments))
+            cli.parse_args(list(arguments))
     except SystemExit as exit_:
         if exit_.code:
             message = stderr.getvalue().strip().splitlines()[-1:] or ["invalid flags"]

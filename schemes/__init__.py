@@ -22,7 +22,8 @@ from schemes.baselines import PRUNE_PENALTY, BlockRange, BNPlusBias, FullTrainin
 from schemes.tinytl import TinyTLBias, TinyTLLiteResidual
 from schemes.filtering import GradientFilterTraining
 from schemes.sparse_update import SparseUpdate
-from schemes.elastic import ElasticGradMagnitude, ElasticTraining, ElasticWeightMagnitude, ImportanceProbe, normalized
+from schemes.elastic import ElasticGradMagnitude, ElasticTraining, ElasticWeightMagnitude
+from schemes.probe import ImportanceProbe, normalized
 from schemes.time_budget import StepTimeController
 
 for _module in sorted(info.name for info in pkgutil.iter_modules(__path__)):

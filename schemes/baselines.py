@@ -80,10 +80,7 @@ class BlockRange(Scheme):
     @classmethod
     def add_flags(cls, flag) -> None:
         flag("--block_range", default=None, metavar="FIRST:STOP",
-             help="required: train the backbone's blocks FIRST to STOP-1 plus the classifier, e.g. 0:4. "
-                  "Blocks count from the input, from 0; a convolution outside a numbered block "
-                  "(MobileNetV2's Conv1, expanded_conv, Conv_1) is a block of its own, so MobileNetV2 has "
-                  "19. A range past the model's blocks is refused with the list of them")
+             help="required: train blocks FIRST to STOP-1 (from the input, from 0) and the classifier")
 
     @classmethod
     def check_flags(cls, args) -> None:

@@ -43,7 +43,7 @@ import data
 import selection_solver_DP as solver
 from models.blocks import blocks, resolution_stages
 from schemes.base import BudgetedScheme, Context, bn_plus_bias_mask, classifier_mask, interval_steps
-from schemes.elastic import ImportanceProbe, normalized
+from schemes.probe import ImportanceProbe, normalized
 from schemes.time_budget import StepTimeController
 from utils import UserError
 
@@ -157,11 +157,7 @@ class GainStageTraining(BudgetedScheme):
     @classmethod
     def add_flags(cls, flag) -> None:
         flag("--look_batches", type=int, default=None, metavar="N",
-             help="the look's size: one update on the mean gradient of N training batches, scored by the mean "
-                  f"gradient of N validation batches after it, once a run. Default: {LOOK_IMAGES} images' worth "
-                  f"(12 at batch size 32), which named the stage where the gain lives on 35 of 35 seeds measured "
-                  "(3 batches: 28-33); 12 cost 1.2-1.3 s on a 2-core CPU. At most the validation split's full "
-                  "batches (docs/benchmarks/selector.md)")
+             help=f"batches of the one look at where the gain lives (default: {LOOK_IMAGES} images' worth)")
 
     @classmethod
     def check_flags(cls, args) -> None:

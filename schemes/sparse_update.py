@@ -35,7 +35,7 @@ import tensorflow as tf
 from models import gradient_filter
 import models
 from schemes.base import BudgetedScheme, Context, bias_mask, classifier_mask
-from schemes.elastic import memory_info, normalized
+from schemes.probe import memory_info, normalized
 from train_step import MOMENTUM, classification_loss, preserved_state
 
 TRIAL_STEPS = 6

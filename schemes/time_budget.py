@@ -10,7 +10,7 @@ import numpy as np
 import memory_model
 import profile_tables
 import selection_solver_DP as solver
-from train_step import allocator_mb, typical_ms
+from measure import allocator_mb, typical_ms
 from utils import UserError
 
 

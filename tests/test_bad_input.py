@@ -35,13 +35,13 @@ def main_flags(*extra: str):
 def prepare_resume(workdir, tfds_dir, name: str, config_changes=None, checkpoint: str = ""):
     """A run folder for --resume cases: its config.json as main.py would write it for MAIN_BASE
     (with `config_changes`), and optionally a checkpoint file with `checkpoint` as content."""
-    import main
+    import cli
 
     cwd = os.getcwd()
     os.chdir(workdir)
     try:
-        args = main.parse_args(MAIN_BASE + ["--data_dir", tfds_dir, "--run_name", name, "--resume"])
-        config = dataclasses.asdict(main.resolve_config(args))
+        args = cli.parse_args(MAIN_BASE + ["--data_dir", tfds_dir, "--run_name", name, "--resume"])
+        config = dataclasses.asdict(cli.resolve_config(args))
     finally:
         os.chdir(cwd)
     config.update(config_changes or {})
@@ -185,10 +185,10 @@ def test_the_readme_table_lists_every_case():
 
 
 def test_random_weights_with_frozen_batchnorm_are_flagged(tmp_path, caplog):
-    import main
+    import cli
 
     for bn_mode, flagged in (("frozen", True), ("train", False)):
         caplog.clear()
-        main.resolve_config(main.parse_args(["--dataset_name", "embedded_shapes", "--weights", "none", "--bn_mode",
+        cli.resolve_config(cli.parse_args(["--dataset_name", "embedded_shapes", "--weights", "none", "--bn_mode",
                                              bn_mode, "--logdir", str(tmp_path)]))
         assert ("train from scratch with --bn_mode train" in caplog.text) is flagged

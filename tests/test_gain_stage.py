@@ -177,7 +177,7 @@ def test_the_reach_is_the_contiguous_top_from_a_blocks_first_tensor():
 def test_steps_of_several_kinds_are_timed_by_each_kinds_median_weighted_by_its_share():
     assert weighted_median_ms({"reach": [10.0, 12.0, 50.0], "head": [4.0], "whole": []}) == pytest.approx((3 * 12 + 4) / 4)
     assert math.isnan(weighted_median_ms({"reach": [], "head": []}))
-    from train import mixed_reference
+    from run_summary import mixed_reference
 
     one = {"reference_full_step_ms": 10.0, "reference_selection_step_ms": 5.0, "reference_seconds": 1.0}
     two = {"reference_full_step_ms": 12.0, "reference_selection_step_ms": 9.0, "reference_seconds": 2.0}
@@ -385,7 +385,7 @@ def test_a_look_longer_than_the_validation_split_is_refused_with_the_images_it_n
 
 
 def test_look_batches_goes_with_gain_stage_training_alone(tmp_path):
-    import main as cli
+    import cli
     from checkpoints import config_differences
 
     base = ["--model_name", "mobilenetv2", "--dataset_name", "embedded_parts", "--input_size", "64",
@@ -427,7 +427,7 @@ def test_a_look_longer_than_the_validation_split_is_refused_before_anything_is_w
 
 
 def test_main_offers_the_papers_schemes_and_this_one_selector():
-    import main
-    choices = next(action for action in main.build_parser()._actions if action.dest == "train_type").choices
+    import cli
+    choices = next(action for action in cli.build_parser()._actions if action.dest == "train_type").choices
     assert len(choices) <= 15 and "gain_stage_training" in choices and "elastic_training" in choices
     assert not [name for name in choices if "anchored" in name or "heldout" in name or "window" in name]

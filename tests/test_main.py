@@ -117,27 +117,27 @@ def test_every_recorded_config_replays_to_the_same_config(tmp_path, tfds_dir, tr
     """What a run records (config.json) is accepted back by --config and resolves to the same run."""
     import dataclasses
 
-    import main
+    import cli
 
     arguments = ["--train_type", train_type, "--dataset_name", "embedded_shapes", "--model_name", "mobilenetv2",
                  "--input_size", "32", "--batch_size", "64", "--data_dir", tfds_dir, "--seed", "3",
                  "--logdir", str(tmp_path), *SCHEME_FLAGS.get(train_type, [])]
-    recorded = dataclasses.asdict(main.resolve_config(main.parse_args(arguments)))
+    recorded = dataclasses.asdict(cli.resolve_config(cli.parse_args(arguments)))
     path = tmp_path / "config.json"
     path.write_text(json.dumps(recorded))
-    assert dataclasses.asdict(main.resolve_config(main.parse_args(["--config", str(path)]))) == recorded
-    overridden = dataclasses.asdict(main.resolve_config(main.parse_args(["--config", str(path), "--seed", "4"])))
+    assert dataclasses.asdict(cli.resolve_config(cli.parse_args(["--config", str(path)]))) == recorded
+    overridden = dataclasses.asdict(cli.resolve_config(cli.parse_args(["--config", str(path), "--seed", "4"])))
     assert overridden == {**recorded, "seed": 4}
 
 
 def test_resume_with_only_the_run_name_takes_the_runs_own_flags(tmp_path, tfds_dir):
-    import main
+    import cli
 
     run_dir = tmp_path / "R"
     run_dir.mkdir()
     (run_dir / "config.json").write_text(json.dumps({"train_type": "bn_plus_bias_training", "seed": 7,
                                                      "learning_rate": 0.02, "run_name": "R"}))
-    args = main.parse_args(["--resume", "--run_name", "R", "--logdir", str(tmp_path)])
+    args = cli.parse_args(["--resume", "--run_name", "R", "--logdir", str(tmp_path)])
     assert (args.train_type, args.seed, args.learning_rate) == ("bn_plus_bias_training", 7, 0.02)
 
 
@@ -159,16 +159,16 @@ def test_a_bad_config_is_one_clear_message(tmp_path, capsys, content, message):
 def test_a_replay_works_out_again_what_followed_from_the_replaced_flags(tmp_path, tfds_dir):
     import dataclasses
 
-    import main
+    import cli
 
     arguments = ["--train_type", "elastic_training", "--dataset_name", "embedded_shapes", "--model_name",
                  "mobilenetv2", "--input_size", "32", "--batch_size", "64", "--data_dir", tfds_dir,
                  "--logdir", str(tmp_path), "--run_name", "mine"]
-    recorded = dataclasses.asdict(main.resolve_config(main.parse_args(arguments)))
+    recorded = dataclasses.asdict(cli.resolve_config(cli.parse_args(arguments)))
     older = {key: value for key, value in recorded.items() if key != "test_every_epoch"}  # before the flag
     path = tmp_path / "config.json"
     path.write_text(json.dumps(older))
-    replay = main.resolve_config(main.parse_args(["--config", str(path), "--batch_size", "32"]))
+    replay = cli.resolve_config(cli.parse_args(["--config", str(path), "--batch_size", "32"]))
     assert replay.profile.endswith("mobilenetv2_32_64_32_profile.json")  # batch 32's profile, not batch 64's
     assert replay.test_every_epoch  # runs made before the flag tested every epoch
     assert replay.run_name.startswith("mobilenetv2_embedded_shapes_elastic_training")  # a new run, its own name
@@ -177,17 +177,17 @@ def test_a_replay_works_out_again_what_followed_from_the_replaced_flags(tmp_path
 def test_a_replay_keeps_the_recorded_validation_split_unless_a_share_is_typed(tmp_path, tfds_dir):
     import dataclasses
 
-    import main
+    import cli
 
     arguments = ["--dataset_name", "embedded_shapes", "--model_name", "mobilenetv2", "--input_size", "32",
                  "--data_dir", tfds_dir, "--logdir", str(tmp_path), "--run_name", "mine"]
-    recorded = dataclasses.asdict(main.resolve_config(main.parse_args(arguments)))
+    recorded = dataclasses.asdict(cli.resolve_config(cli.parse_args(arguments)))
     assert (recorded["validation"], recorded["val_fraction"]) == ("fresh", 0.0)
     older = {key: value for key, value in recorded.items() if key != "validation"}  # before --validation
     older["val_fraction"] = 0.1
     path = tmp_path / "config.json"
     path.write_text(json.dumps(older))
-    replay = lambda *extra: main.resolve_config(main.parse_args(["--config", str(path), *extra]))  # noqa: E731
+    replay = lambda *extra: cli.resolve_config(cli.parse_args(["--config", str(path), *extra]))  # noqa: E731
     assert (replay().validation, replay().val_fraction) == ("carved", 0.1)  # as it ran: carved
     assert (replay("--val_fraction", "0").validation, replay("--val_fraction=0.2").val_fraction) == ("none", 0.0)
     assert replay("--val_fraction", "0.2").validation == "fresh"  # a typed share chooses anew: auto

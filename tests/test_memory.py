@@ -140,7 +140,7 @@ def test_the_memory_loop_scales_later_selections_and_survives_a_checkpoint():
 def test_the_probe_in_micro_batches_gives_the_same_gradients():
     import models
     from profiler import random_batch
-    from schemes.elastic import ImportanceProbe
+    from schemes.probe import ImportanceProbe
     from train_step import make_optimizer
 
     model = models.build_model("mobilenetv2", 5, 32, "none", "frozen")

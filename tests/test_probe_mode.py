@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import schemes
-import train_step
+from schemes import probe
 from test_train import make_context, tiny_data, tiny_model
 from train_step import make_optimizer
 
@@ -18,30 +18,30 @@ COSTS = {"traced_first_ms": 1500.0, "traced_ms": 50.0, "traced_step_first_ms": 1
 
 
 def test_the_cheaper_mode_for_the_calls_a_run_makes():
-    assert train_step.break_even_calls(COSTS) == pytest.approx(9.0)
-    few = train_step.choose_probe_mode("auto", COSTS, 6)  # ElasticTrainer's 3 selections of 2 calls
+    assert probe.break_even_calls(COSTS) == pytest.approx(9.0)
+    few = probe.choose_probe_mode("auto", COSTS, 6)  # ElasticTrainer's 3 selections of 2 calls
     assert few["mode"] == "eager" and few["calls"] == 6
     assert few["eager_seconds"] == pytest.approx(0.3 + 5 * 0.15 + 1.4)
     assert few["traced_seconds"] == pytest.approx(1.5 + 5 * 0.05 + 1.0)  # the step after it reuses the forward
     assert "6 gradient calls" in few["why"] and "break-even at 9.0 calls" in few["why"]
-    assert train_step.choose_probe_mode("auto", COSTS, 24)["mode"] == "traced"  # a look of 12 + 12 batches
-    assert train_step.choose_probe_mode("auto", COSTS, 9)["mode"] == "traced"  # a tie traces, as before
+    assert probe.choose_probe_mode("auto", COSTS, 24)["mode"] == "traced"  # a look of 12 + 12 batches
+    assert probe.choose_probe_mode("auto", COSTS, 9)["mode"] == "traced"  # a tie traces, as before
     # without the step's reuse counted, tracing would look 0.4 s dearer than it is
-    assert train_step.choose_probe_mode("auto", {**COSTS, "traced_step_first_ms": 1400.0}, 9)["mode"] == "eager"
-    assert train_step.choose_probe_mode("auto", COSTS, 0)["mode"] == "traced"  # nothing to call: no change
+    assert probe.choose_probe_mode("auto", {**COSTS, "traced_step_first_ms": 1400.0}, 9)["mode"] == "eager"
+    assert probe.choose_probe_mode("auto", COSTS, 0)["mode"] == "traced"  # nothing to call: no change
     # an eager call no slower than a traced one: eager for any number of calls
-    assert train_step.break_even_calls({**COSTS, "eager_ms": 50.0}) == float("inf")
-    assert train_step.choose_probe_mode("auto", {**COSTS, "eager_ms": 50.0}, 10 ** 6)["mode"] == "eager"
+    assert probe.break_even_calls({**COSTS, "eager_ms": 50.0}) == float("inf")
+    assert probe.choose_probe_mode("auto", {**COSTS, "eager_ms": 50.0}, 10 ** 6)["mode"] == "eager"
 
 
 def test_a_requested_mode_is_kept_and_a_profile_without_costs_traces():
-    assert train_step.choose_probe_mode("traced", COSTS, 6)["mode"] == "traced"
-    forced = train_step.choose_probe_mode("eager", None, 100)
+    assert probe.choose_probe_mode("traced", COSTS, 6)["mode"] == "traced"
+    forced = probe.choose_probe_mode("eager", None, 100)
     assert forced["mode"] == "eager" and forced["why"] == "--probe_mode eager" and "eager_seconds" not in forced
-    older = train_step.choose_probe_mode("auto", {"traced_ms": 50.0, "eager_ms": 150.0}, 6)  # not measured whole
+    older = probe.choose_probe_mode("auto", {"traced_ms": 50.0, "eager_ms": 150.0}, 6)  # not measured whole
     assert older["mode"] == "traced" and "profiler.py adds them" in older["why"]
     with pytest.raises(ValueError, match="unknown probe mode 'lazy'"):
-        train_step.choose_probe_mode("lazy", COSTS, 6)
+        probe.choose_probe_mode("lazy", COSTS, 6)
 
 
 def test_eager_and_traced_probes_give_the_same_importances_within_float_rounding():

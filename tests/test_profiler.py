@@ -12,7 +12,8 @@ import tensorflow as tf
 import memory_model
 import profile_tables
 import profiler
-import train_step
+import measure
+from schemes import probe
 from utils import UserError, atomic_write_json
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
@@ -77,10 +78,10 @@ def test_times_measured_in_rounds_are_their_medians_and_the_rounds_spread_is_kep
     """One slow round (the machine busy for a minute) moves no step's time; the spread says how
     far the rounds lay apart."""
     rounds = [[10.0, 100.0], [14.0, 104.0], [11.0, 160.0]]  # rounds x functions; the third round slow for one
-    times, spreads = train_step.round_medians(rounds)
+    times, spreads = measure.round_medians(rounds)
     assert times == [11.0, 104.0]
     assert spreads == pytest.approx([4 / 11, 60 / 104])
-    assert train_step.round_medians([[5.0, 7.0]]) == ([5.0, 7.0], [0.0, 0.0])  # one round: no spread to see
+    assert measure.round_medians([[5.0, 7.0]]) == ([5.0, 7.0], [0.0, 0.0])  # one round: no spread to see
 
 
 def test_timing_table_fits_the_extra_selections_it_is_given(fixture_table):
@@ -235,7 +236,7 @@ def test_cli_profiles_then_reuses(tmp_path, caplog):
         assert len(profile["tensors"]) == 158 and profile["coverage"] >= 0.95
         assert (tmp_path / "profiles" / "mobilenetv2_32_3_2_profile.csv").exists()
         # the probe's gradient call both ways, first calls each in a fresh process (training runs the cheaper)
-        assert all(profile["probe_costs"][key] > 0 for key in train_step.PROBE_COST_KEYS)
+        assert all(profile["probe_costs"][key] > 0 for key in probe.PROBE_COST_KEYS)
         assert profile["probe_costs"]["traced_first_ms"] > profile["probe_costs"]["traced_ms"]  # it traced
         assert (tmp_path / "figures" / "mobilenetv2_32_3_2_profile.png").exists()
         stamp = path.stat().st_mtime_ns
@@ -273,7 +274,7 @@ def test_a_profile_made_before_a_measurement_training_needs_is_measured_again():
     without = lambda key: {k: v for k, v in complete.items() if k != key}  # noqa: E731
     assert "T_grad_ms" in profiler.missing_measurements(without("T_grad_ms"))
     assert "T_grad_chunks_ms" in profiler.missing_measurements(without("T_grad_chunks_ms"))
-    if train_step.allocator_mb() is not None:  # where the allocator keeps statistics, profiles measure memory
+    if measure.allocator_mb() is not None:  # where the allocator keeps statistics, profiles measure memory
         assert "memory model" in profiler.missing_measurements(without("memory"))
 
 

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 import checkpoints
 import data
+import run_control
 import train
 from conftest import MAIN_BASE, run_main
 from run_outputs import RunOutputs, truncate_events
@@ -95,7 +96,7 @@ def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninter
                                                                                            build):
     """Exactly, dropout and augmentation included: their random streams are checkpointed."""
     model, run_config, outputs = elastic_run(tmp_path, 3, build=build)
-    with pytest.raises(train.RunInterrupted) as stopped:
+    with pytest.raises(run_control.RunInterrupted) as stopped:
         train.train(run_config, model, SignalAt(at, signum), tiny_data(), 4, outputs, tiny_profile(model),
                     resume_command="python main.py ... --resume")
     assert stopped.value.exit_code == 128 + signum
@@ -256,11 +257,11 @@ def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
 
 
 def test_resume_check_runs_parse_and_its_report_flags_every_difference():
-    import main
+    import cli
     from bench import resume_check
 
     args = resume_check.parse_args([])
-    main.parse_args(resume_check.run_flags(args, "killed") + ["--resume"])  # the CLI takes them
+    cli.parse_args(resume_check.run_flags(args, "killed") + ["--resume"])  # the CLI takes them
     with pytest.raises(SystemExit):
         resume_check.parse_args(["--stop_epoch", "1"])  # no checkpoint to resume from yet
 

@@ -54,14 +54,15 @@ class EveryKth(Scheme):
 
 CHECKS = '''
 import dataclasses, json, sys
+import cli
 import main
 from utils import run_cli
 
 path = sys.argv[1]
-replayed = dataclasses.asdict(main.resolve_config(main.parse_args(["--config", path])))
+replayed = dataclasses.asdict(cli.resolve_config(cli.parse_args(["--config", path])))
 refused = run_cli(main.main, ["--train_type", "full_training", "--every_k", "3"])
 bad = run_cli(main.main, ["--config", path, "--every_k", "0"])
-print(json.dumps({"replayed": replayed, "refused": refused, "bad": bad, "help": main.build_parser().format_help()}))
+print(json.dumps({"replayed": replayed, "refused": refused, "bad": bad, "help": cli.build_parser().format_help()}))
 '''
 
 

@@ -28,7 +28,7 @@ def protocol(monkeypatch):
 @pytest.mark.parametrize("key", ["mobilenetv2", "parts_mobilenetv2", "shapes_seed1_mobilenetv2",
                                  "shapes_seed3_mobilenetv2"])
 def test_every_planned_run_parses_with_the_real_cli(protocol, key):
-    import main
+    import cli
 
     for plan in study_plans.PLANS:
         if (plan == "judgement") != (study_plans.task_name(key) in study_plans.JUDGEMENT_DRAWS):
@@ -37,7 +37,7 @@ def test_every_planned_run_parses_with_the_real_cli(protocol, key):
         assert len({run.name for run in runs}) == len(runs)  # names identify results
         protocol = study_plans.plan_protocol(key, plan)
         for run in runs:
-            args = main.parse_args(study.main_arguments(key, run, "logs/x", plan))
+            args = cli.parse_args(study.main_arguments(key, run, "logs/x", plan))
             assert args.train_type == run.train_type and args.seed == run.seed and args.run_name == run.name
             assert args.model_name == "mobilenetv2"
             assert args.dataset_name == study_plans.PROTOCOLS[key]["dataset_name"]
@@ -335,12 +335,12 @@ def test_speedup_to_target_needs_every_reference_seed_to_get_there(tmp_path):
 
 def test_overhead_bench_runs_parse_and_its_report_breaks_the_wall_time_down(protocol, tmp_path):
     from bench import overhead as bench_overhead
-    import main
+    import cli
 
     args = bench_overhead.parse_args(["--epochs", "2", "--interval", "1", "--seeds", "0", "1",
                                       "--configs", "full_training", "elastic_training", "--extra", "--test_every_epoch"])
     jobs = bench_overhead.jobs(args)
-    parsed = [main.parse_args(flags) for _, flags in jobs]
+    parsed = [cli.parse_args(flags) for _, flags in jobs]
     assert [(p.train_type, p.seed) for p in parsed] == [("full_training", 0), ("elastic_training", 0),
                                                         ("full_training", 1), ("elastic_training", 1)]
     assert parsed[1].rho == 0.533 and parsed[1].rho_mode == "paper" and parsed[0].test_every_epoch

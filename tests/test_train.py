@@ -8,9 +8,12 @@ import pytest
 import tensorflow as tf
 
 import models
+import run_control
+import run_summary
 import selection_solver_DP as solver
 import schemes
 import train
+from schemes import probe
 import train_step
 from config import TrainConfig
 from run_outputs import RunOutputs
@@ -371,9 +374,9 @@ def test_a_micro_batched_probe_anchors_on_its_own_profiled_pass_never_on_a_whole
 
 def test_the_micro_batched_pass_s_profiled_time_is_interpolated_between_the_counts_timed():
     table = {"2": 60.0, "4": 90.0, "8": 170.0}
-    assert train_step.chunked_time_ms(table, 3) == pytest.approx(75.0)
-    assert train_step.chunked_time_ms(table, 8) == 170.0
-    assert train_step.chunked_time_ms(table, 16) is None and train_step.chunked_time_ms({}, 2) is None
+    assert probe.chunked_time_ms(table, 3) == pytest.approx(75.0)
+    assert probe.chunked_time_ms(table, 8) == 170.0
+    assert probe.chunked_time_ms(table, 16) is None and probe.chunked_time_ms({}, 2) is None
 
 
 def test_micro_batched_gradients_are_the_batch_s_with_frozen_batchnorm():
@@ -382,9 +385,9 @@ def test_micro_batched_gradients_are_the_batch_s_with_frozen_batchnorm():
     forward = lambda images: model(images, training=False)  # noqa: E731
     images, labels = next(iter(tiny_data()))
     whole = train_step.full_gradients(model, forward)(images, labels)
-    function = train_step.free_batch_gradients(model, forward, images, labels)
+    function = probe.free_batch_gradients(model, forward, images, labels)
     for chunks in (2, 3, 8):
-        for a, b in zip(whole, train_step.micro_batched_gradients(function, images, labels, chunks)):
+        for a, b in zip(whole, probe.micro_batched_gradients(function, images, labels, chunks)):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
 
 
@@ -441,7 +444,7 @@ def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
     spec = (tf.TensorSpec((8, 16, 16, 3), tf.float32), tf.TensorSpec((8,), tf.int64))
     data = tf.data.Dataset.from_generator(batches, output_signature=spec)
     outputs = RunOutputs(str(tmp_path), "nan_run", "tiny", 3, 16)
-    with pytest.raises(train.TrainingDiverged, match=r"loss became nan at step 5 \(epoch 2\).*last good"):
+    with pytest.raises(run_control.TrainingDiverged, match=r"loss became nan at step 5 \(epoch 2\).*last good"):
         train.train(config(num_epochs=3, logdir=str(tmp_path)), model, data, tiny_data(), 4, outputs)
     assert (tmp_path / "nan_run" / "last_good.h5").exists()
     kept = tiny_model()
@@ -561,14 +564,14 @@ def test_summary_counts_a_slow_compile_and_splits_the_selection_overhead(tmp_pat
     assert parts["probe"] + parts["dp"] <= sum(summary["selection_seconds"])
     share = (summary["compile_seconds"] + sum(summary["selection_seconds"])) / summary["train_seconds"]
     assert summary["overhead_share"] == pytest.approx(share)
-    import main
+    import run_summary
 
     for written in (summary, {k: v for k, v in summary.items() if k != "overhead_share"}):  # older summaries too
-        main.report(written, None)
+        run_summary.report(written, None)
         printed = capsys.readouterr().out
         assert f"together {100 * share:.1f} %" in printed
-        assert ("a longer --interval" in printed) == (share > main.OVERHEAD_HINT_SHARE)
-    main.report(dict(summary, train_seconds=1e6, overhead_share=1e-5), None)  # a long run: no hint
+        assert ("a longer --interval" in printed) == (share > run_summary.OVERHEAD_HINT_SHARE)
+    run_summary.report(dict(summary, train_seconds=1e6, overhead_share=1e-5), None)  # a long run: no hint
     assert "a longer --interval" not in capsys.readouterr().out
 
 
@@ -639,10 +642,10 @@ def test_model_selection_takes_the_first_epoch_of_best_validation_accuracy():
                {"epoch": 2, "test_accuracy": 0.7, "val_accuracy": 0.6},
                {"epoch": 3, "test_accuracy": 0.9, "val_accuracy": 0.6},
                {"epoch": 4, "test_accuracy": 0.8, "val_accuracy": 0.5}]
-    assert train.selected_epoch(history) == {"best_val_epoch": 2, "best_val_accuracy": 0.6,
+    assert run_summary.selected_epoch(history) == {"best_val_epoch": 2, "best_val_accuracy": 0.6,
                                              "test_accuracy_at_best_val": 0.7}
     without = [{key: value for key, value in entry.items() if key != "val_accuracy"} for entry in history]
-    assert train.selected_epoch(without) == {"best_val_epoch": None, "best_val_accuracy": None,
+    assert run_summary.selected_epoch(without) == {"best_val_epoch": None, "best_val_accuracy": None,
                                              "test_accuracy_at_best_val": None}
 
 

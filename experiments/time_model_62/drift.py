@@ -4,7 +4,8 @@ sys.path.insert(0, os.getcwd())
 import tf_environment  # noqa
 import numpy as np, tensorflow as tf
 import models, profiler, profile_tables
-from train_step import TrainStep, shared_forward, make_optimizer, wall_times_ms
+from train_step import TrainStep, shared_forward, make_optimizer
+from measure import wall_times_ms
 name, size, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 tf.keras.utils.set_random_seed(0)
 model = models.build_model(name, 64, size, "none", "frozen") if name in models.MODELS else models.build_keras_application(name, 64, size, "frozen")

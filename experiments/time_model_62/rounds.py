@@ -8,7 +8,8 @@ sys.path.insert(0, os.getcwd())
 import tf_environment  # noqa
 import numpy as np, tensorflow as tf
 import models, profiler, profile_tables
-from train_step import TrainStep, shared_forward, make_optimizer, wall_times_ms
+from train_step import TrainStep, shared_forward, make_optimizer
+from measure import wall_times_ms
 name, size, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rounds, steps = (int(sys.argv[4]), int(sys.argv[5])) if len(sys.argv) > 5 else (8, 10)
 if os.environ.get("INTER_OP"):  # e.g. INTER_OP=1: one op at a time, each op on every core

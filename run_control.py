@@ -1,0 +1,76 @@
+"""How a run stops short, and what counts as its training time: a signal asks the loop to stop
+after the current step (StopRequest), the errors that end a run (RunInterrupted after a
+checkpoint, TrainingDiverged on a non-finite loss), and the stopwatch that pauses for checkpoints."""
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import time
+from typing import Dict, Optional
+
+from utils import UserError
+
+
+class TrainingDiverged(UserError):
+    """The loss became NaN or infinite."""
+
+
+class RunInterrupted(UserError):
+    """Training stopped on a signal after writing a checkpoint."""
+
+    def __init__(self, message: str, signal_number: int):
+        super().__init__(message)
+        self.exit_code = 128 + signal_number
+
+
+class StopRequest:
+    """SIGINT/SIGTERM ask the loop to stop after the current step; a second one aborts at once.
+    A second signal within SAME_REQUEST_SECONDS of the first is the same request arriving twice
+    (a scheduler signals every process of a task, and the parent passes its own on): it is
+    ignored, so the checkpoint is still written."""
+
+    SAME_REQUEST_SECONDS = 1.0
+
+    def __init__(self):
+        self.signal_number: Optional[int] = None
+        self._first_at = 0.0
+        self._previous: Dict[int, object] = {}
+
+    def __enter__(self) -> "StopRequest":
+        try:
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self._previous[number] = signal.signal(number, self._handle)
+        except ValueError:  # not the main thread: leave signals alone
+            pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+    def _handle(self, number: int, frame) -> None:
+        if self.signal_number is not None:
+            if time.monotonic() - self._first_at < self.SAME_REQUEST_SECONDS:
+                return
+            raise KeyboardInterrupt  # the second signal: stop now, no checkpoint
+        self.signal_number, self._first_at = number, time.monotonic()
+        print(f"\n{signal.Signals(number).name}: finishing this step and writing a checkpoint "
+              f"(press Ctrl-C again to abort at once)", file=sys.stderr, flush=True)
+
+
+class Stopwatch:
+    """A run's training seconds: those carried over (earlier epochs and sessions) plus the time
+    since this segment started, pauses (checkpoints) excluded."""
+
+    def __init__(self, carried_seconds: float):
+        self.carried, self.started = carried_seconds, time.perf_counter()
+
+    def seconds(self) -> float:
+        return self.carried + time.perf_counter() - self.started
+
+    @contextlib.contextmanager
+    def paused(self):
+        begin = time.perf_counter()
+        yield
+        self.started += time.perf_counter() - begin

@@ -1,0 +1,177 @@
+"""A run's summary: its arithmetic (accuracy, where the wall time went, the step time against a
+full step, memory and energy) from what the loop recorded, and the block the terminal prints.
+summary.json holds the first; `report` prints it, for a finished run as for a resumed one."""
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from config import TrainConfig
+from measure import MEMORY_PHASES
+from schemes import SCHEMES
+from utils import overhead_share
+
+OVERHEAD_HINT_SHARE = 0.15  # above this share of probes and compiles, the summary suggests a longer --interval
+
+
+def energy_summary(history: Sequence[Dict], meter) -> Dict:
+    """Training energy over the metered epochs (whole device, steps only): joules and joules per
+    step; empty when no epoch was metered."""
+    metered = [entry for entry in history if "energy_joules" in entry]
+    if not metered:
+        return {}
+    joules, steps = sum(entry["energy_joules"] for entry in metered), sum(entry["energy_steps"] for entry in metered)
+    return {"energy_meter": meter.name if meter else None, "energy_joules": joules,
+            "joules_per_step": joules / max(steps, 1), "energy_epochs_metered": len(metered)}
+
+
+def memory_summary(config: TrainConfig, state) -> Dict:
+    """The allocator's peaks (MB) per phase over the run, and under a memory budget the predicted
+    and measured step peak of every selection; None where the allocator kept no statistics."""
+    peaks = {f"measured_{phase}_peak_mb": state.memory_peaks.get(phase) for phase in MEMORY_PHASES}
+    predicted = [entry["predicted_mb"] for entry in state.memory_selections]
+    return {"memory_budget_mb": config.memory_budget_mb or None, **peaks,
+            "predicted_step_peak_mb": max(predicted) if predicted else None,
+            "memory_selections": list(state.memory_selections)}
+
+
+def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:
+    """Time the first calls of new selections' steps took beyond an ordinary step (tracing and
+    compiling), in seconds."""
+    typical = float(np.median(step_ms)) if len(step_ms) else 0.0
+    return sum(max(0.0, first - typical) for first in first_call_ms) / 1000
+
+
+def mixed_reference(parts: Sequence[Tuple[Dict[str, float], float]]) -> Dict[str, float]:
+    """measure_reference's results for several selections, each with its share of the steps, as
+    one: the selections' step times weighted by their shares, the full steps' averaged, the
+    seconds summed (one selection: its result as it is)."""
+    if len(parts) == 1:
+        return parts[0][0]
+    total = sum(share for _, share in parts)
+    return {"reference_full_step_ms": float(np.mean([part["reference_full_step_ms"] for part, _ in parts])),
+            "reference_selection_step_ms": sum(part["reference_selection_step_ms"] * share
+                                               for part, share in parts) / total,
+            "reference_seconds": sum(part["reference_seconds"] for part, _ in parts)}
+
+
+def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: Optional[float], train_seconds: float,
+              selection_seconds: Sequence[float], step_ms: Sequence[float], compile_s: float = 0.0,
+              evaluation_seconds: float = 0.0, history: Sequence[Dict] = (),
+              reference: Optional[Dict[str, float]] = None, final_test: Optional[Dict] = None,
+              median_ms: Optional[float] = None) -> Dict:
+    """The run's summary: accuracy, wall time and where it went, and step time relative to a
+    full step (the profile's, and one measured live at the end of the run when `reference`).
+    Test accuracies come from the epochs' history (test_every_epoch) or from `final_test`
+    (Loop.final_evaluation); `best_accuracy` (over epochs) is None without per-epoch tests.
+    `median_ms`: the run's typical step (Scheme.typical_step_ms), by default the steps' median."""
+    if median_ms is None:
+        median_ms = float(np.median(step_ms)) if len(step_ms) else float("nan")
+    full_ms = float(profile["T_full_ms"]) if profile else float("nan")
+    scheme = SCHEMES[config.train_type]
+    target = scheme.step_ratio_target(config)
+    reference = dict(reference or {})
+    if "reference_full_step_ms" in reference:  # final selection vs full, timed together
+        live = reference["reference_selection_step_ms"] / reference["reference_full_step_ms"]
+    else:
+        live = 1.0 if scheme.full_step else float("nan")
+    return {"run_name": config.run_name, "train_type": config.train_type,
+            "rho": config.rho if scheme.needs_profile else None,  # others ignore rho
+            "rho_mode": config.rho_mode if scheme.needs_profile else None,
+            "bn_mode": config.bn_mode, "seed": config.seed,
+            "test_every_epoch": config.test_every_epoch, "best_test_accuracy": best_accuracy,
+            "final_test_accuracy": history[-1].get("test_accuracy") if history else None,
+            "train_time_hours": train_seconds / 3600,
+            "train_seconds": train_seconds, "median_step_ms": median_ms,
+            "step_time_ratio_achieved": median_ms / full_ms,
+            "step_time_ratio_live": live,
+            "step_time_ratio_target": target,
+            "selection_seconds": list(selection_seconds),
+            "selection_overhead_share": sum(selection_seconds) / train_seconds if train_seconds else 0.0,
+            "compile_seconds": compile_s,
+            "compile_share": compile_s / train_seconds if train_seconds else 0.0,
+            "overhead_share": overhead_share(compile_s, selection_seconds, train_seconds),
+            "evaluation_seconds": evaluation_seconds,
+            **selected_epoch(history), **dict(final_test or {}), **reference, "history": list(history)}
+
+
+def selected_epoch(history: Sequence[Dict]) -> Dict:
+    """Model selection on the validation split: the first epoch of best validation accuracy, its
+    validation and test accuracy (all None when the run had no validation split)."""
+    validated = [entry for entry in history if "val_accuracy" in entry]
+    if not validated:
+        return {"best_val_epoch": None, "best_val_accuracy": None, "test_accuracy_at_best_val": None}
+    best = max(validated, key=lambda entry: entry["val_accuracy"])  # max keeps the first of ties
+    return {"best_val_epoch": best["epoch"], "best_val_accuracy": best["val_accuracy"],
+            "test_accuracy_at_best_val": best.get("test_accuracy")}
+
+
+def report(summary: dict, txt_path: Optional[str]) -> None:
+    """Print the run's summary."""
+    achieved, target = summary["step_time_ratio_achieved"], summary["step_time_ratio_target"]
+    speed = (f"step time {achieved:.3f} x the profiled full step ({1 / achieved:.2f}x faster)"
+             if math.isfinite(achieved) else "step time vs profiled full step: n/a (no matching profile)")
+    if math.isfinite(target) and math.isfinite(achieved):
+        speed += f"; target {target:.3f} ({1 / target:.2f}x)"
+    evaluation = [f"per-epoch evaluation took {summary['evaluation_seconds']:.1f} s more"]
+    if summary.get("final_test_seconds") is not None:
+        evaluation.append(f"the final test {summary['final_test_seconds']:.1f} s")
+    evaluation = ", ".join(evaluation)
+    lines = [f"Training type:        {summary['train_type']}",
+             f"Final test accuracy:  {100 * summary['final_test_accuracy']:.2f} % (the last epoch's weights)",
+             *([f"Selected epoch:       {summary['best_val_epoch']} (best validation accuracy "
+                f"{100 * summary['best_val_accuracy']:.2f} %): test accuracy " +
+                (f"{100 * summary['test_accuracy_at_best_val']:.2f} %"
+                 if summary.get("test_accuracy_at_best_val") is not None else "n/a (its weights were not kept)")]
+               if summary.get("best_val_epoch") else []),
+             *([f"Best test accuracy:   {100 * summary['best_test_accuracy']:.2f} % (over epochs, as the paper reports)"]
+               if summary.get("best_test_accuracy") is not None else []),
+             f"Training wall time:   {summary['train_time_hours']:.4f} h "
+             f"({summary['train_seconds']:.1f} s, evaluation excluded; {evaluation})",
+             *([f"Whole process:        {summary['process_seconds']:.1f} s (start-up "
+                f"{summary['startup_seconds']:.1f} s, checkpoints {summary['checkpoint_seconds']:.1f} s, "
+                f"reference timing {summary.get('reference_seconds', 0.0):.1f} s included)"]
+               if "process_seconds" in summary else []),
+             f"Speed:                {speed}"]
+    live = summary["step_time_ratio_live"]
+    if "reference_full_step_ms" in summary and math.isfinite(live):
+        lines.append(f"Measured live:        final selection {summary['reference_selection_step_ms']:.1f} ms "
+                     f"= {live:.3f} x a full step ({summary['reference_full_step_ms']:.1f} ms), timed "
+                     f"together after training ({1 / live:.2f}x faster)")
+    train_seconds = summary["train_seconds"] or float("nan")
+    overhead = [f"compiling steps {summary['compile_seconds']:.1f} s ({100 * summary['compile_share']:.1f} %)"]
+    if summary["selection_seconds"]:
+        seconds = summary["selection_seconds"]
+        parts = summary.get("selection_parts", {})
+        split = ", ".join(f"{name} {parts[part]:.2f} s" for part, name in
+                          (("probe_trace", "the probe's first call"), ("probe_calls", "its gradient calls"),
+                           ("probe", "its snapshots, update and copies"), ("anchor", "anchor"),
+                           ("analysis", "contribution analysis"), ("dp", "DP"),
+                           ("recalibrate", "recalibration")) if parts.get(part))
+        overhead.append(f"selecting {sum(seconds):.1f} s ({100 * sum(seconds) / train_seconds:.1f} %, "
+                        f"{len(seconds)} selections" + (f": {split})" if split else ")"))
+        share = summary.get("overhead_share",  # summaries written before it was recorded
+                            overhead_share(summary["compile_seconds"], seconds, train_seconds))
+        overhead.append(f"together {100 * share:.1f} %")
+    lines.append(f"Inside that time:     {'; '.join(overhead)}")
+    if summary.get("probe"):
+        lines.append(f"Probe:                {summary['probe']['mode']} ({summary['probe']['why']})")
+    if summary["selection_seconds"] and share > OVERHEAD_HINT_SHARE:
+        lines.append(f"Hint:                 {len(summary['selection_seconds'])} selections took "
+                     f"{100 * share:.0f} % of the training time; each new one probes and compiles a "
+                     f"step, so a longer --interval (or a longer run) makes that share smaller")
+    if summary.get("memory_budget_mb"):
+        lines.append(f"Memory budget:        {summary['memory_budget_mb']:g} MB; predicted step peak up to "
+                     f"{summary['predicted_step_peak_mb']:.0f} MB, measured {summary['measured_step_peak_mb']:.0f} MB")
+    peaks = [f"{name} {summary[key]:.0f} MB" for key, name in
+             (("measured_step_peak_mb", "training steps"), ("measured_selection_peak_mb", "selections (probe, analysis)"),
+              ("measured_evaluation_peak_mb", "evaluation")) if summary.get(key) is not None]
+    if peaks:
+        lines.append(f"Allocator peaks:      {', '.join(peaks)} (TensorFlow's tensors)")
+    if "peak_memory_mb" in summary:
+        lines.append(f"Peak memory:          {summary['peak_memory_mb']:.0f} MB resident (the whole process)")
+    if txt_path:
+        lines.append(f"Summary file:         {txt_path}")
+    print("=" * 62, *lines, "=" * 62, sep="\n")
