@@ -11,18 +11,21 @@ is shuffled with its own seed (data.Epochs), so a resumed run skips to its posit
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import logging
 import os
+import re
+import shlex
 import shutil
 import time
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
 import models
-from utils import UserError
+from utils import UserError, read_json
 
 STATE_VERSION = 1
 KEEP = 2  # checkpoints kept per run while it trains (the newest, and one to fall back on)
@@ -144,3 +147,47 @@ class RunCheckpoints:
                 os.remove(file)
         tf.compat.v1.train.update_checkpoint_state(self.directory, path, all_model_checkpoint_paths=[path])
         self._manager = tf.train.CheckpointManager(self._checkpoint, self.directory, max_to_keep=self._keep)
+
+
+def check_resumable(config) -> Optional[dict]:
+    """UserError unless the run can be resumed with this configuration (a TrainConfig); its summary when it
+    has already finished (nothing to resume)."""
+    run_dir = os.path.join(config.logdir, config.run_name)
+    if not os.path.isdir(run_dir):
+        runs = sorted(name for name in os.listdir(config.logdir)
+                      if os.path.isfile(os.path.join(config.logdir, name, "config.json")))
+        listing = f"; runs there: {', '.join(runs[:12])}{' ...' if len(runs) > 12 else ''}" if runs else ""
+        raise UserError(f"--resume: there is no run {config.run_name!r} in {config.logdir}{listing}. "
+                        f"Name it with --run_name, or start a new run without --resume")
+    saved = read_json(os.path.join(run_dir, "config.json"), "the run's configuration")
+    differences = config_differences(saved, dataclasses.asdict(config))
+    if differences:
+        raise UserError(f"--resume: run {config.run_name!r} was started with other flags: "
+                        f"{'; '.join(differences)}. Resume it with its own flags, or start a new run "
+                        f"without --resume")
+    if os.path.exists(os.path.join(run_dir, "summary.json")):
+        unfinished = sorted(name for name in os.listdir(config.logdir)
+                            if re.fullmatch(re.escape(config.run_name) + r"_\d+", name)
+                            and has_checkpoint(os.path.join(config.logdir, name))
+                            and not os.path.exists(os.path.join(config.logdir, name, "summary.json")))
+        if unfinished:
+            raise UserError(f"--resume: run {config.run_name!r} has finished, but {', '.join(unfinished)} "
+                            f"did not: name the one to continue with --run_name")
+        return read_json(os.path.join(run_dir, "summary.json"), "the run's summary")
+    if not has_checkpoint(run_dir):
+        raise UserError(f"--resume: run {config.run_name!r} has no checkpoint (it stopped before the end of "
+                        f"its first epoch); start it again without --resume")
+    return None
+
+
+def resume_command(argv: Sequence[str], run_name: str) -> str:
+    """The command that continues this run: the same flags, its run name, and --resume."""
+    kept, skip = [], False
+    for argument in argv:
+        if skip:
+            skip = False
+        elif argument == "--run_name":
+            skip = True
+        elif argument != "--resume" and not argument.startswith("--run_name="):
+            kept.append(argument)
+    return " ".join(shlex.quote(part) for part in ["python", "main.py", *kept, "--run_name", run_name, "--resume"])

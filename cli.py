@@ -317,6 +317,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     check_numbers(args)
     check_memory_budget(args)
     own = scheme_options(args)  # first: it fills in the scheme's defaults (gradient filtering's radius)
+    requested = requested_run_name(args)
     radius = args.gf_radius or 0
     if radius == 1 or radius < 0:
         raise UserError(f"--gf_radius must be 0 (off) or a patch size of at least 2 (the paper's: "
@@ -326,7 +327,6 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     models.check_input_size(args.model_name, args.input_size)
     num_classes = data.resolve_num_classes(args.dataset_name, args.num_classes, args.data_dir)
     gradient_filter = (radius, args.gf_blocks if radius else 0)
-    run_name = requested_run_name(args)
     profile = args.profile or os.path.join("profile_extracted", profile_tables.profile_name(
         args.model_name, args.input_size, num_classes, args.batch_size, args.bn_mode, gradient_filter) + ".json")
     if args.model_name == "vit" and args.optimizer == "sgd":
@@ -336,9 +336,12 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
                         "(mean 0, variance 1) for the whole run, so a network trained from random weights "
                         "barely learns (about chance accuracy); train from scratch with --bn_mode train")
     ensure_writable_dir(args.logdir, "--logdir")
+    run_name = requested if args.resume else unique_run_name(args.logdir, requested)
+    if run_name != requested:
+        logging.info("logs of run %s exist; this run is %s (pass --resume to continue that one)", requested, run_name)
     fields = {field.name for field in dataclasses.fields(TrainConfig)}
     resolved = dict(num_classes=num_classes, profile=profile, validation=validation, val_fraction=val_fraction,
-                    run_name=run_name if args.resume else unique_run_name(args.logdir, run_name),
+                    run_name=run_name,
                     gf_radius=gradient_filter[0], gf_blocks=gradient_filter[1],
                     scheme_options={name: value for name, value in own.items() if name not in fields})
     schemes_own = scheme_flags(argparse.ArgumentParser())  # a scheme's flag sets its field only when given

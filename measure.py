@@ -4,6 +4,7 @@ by what the loop was doing (AllocatorPhases)."""
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -143,3 +144,10 @@ class AllocatorPhases:
         self.close("step")
         yield
         self.close(name)
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process so far (MB; this session's, when resumed)."""
+    import resource  # POSIX only
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux

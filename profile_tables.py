@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections import Counter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+import memory_model
 from utils import UserError, read_json
 
 # Column ids of xprof's framework_op_stats table (labels differ between plugin versions).
@@ -277,3 +279,35 @@ def check_profile_matches(profile: Mapping, path: str, *, model_name: str, input
     if wrong:
         raise UserError(f"profile {path} does not match this run: {'; '.join(wrong)}. "
                         f"Make the right one with: {command}")
+
+
+def load_profile_for(config, model) -> Dict:
+    """The timing profile a run (its TrainConfig) needs, checked against its Keras model, input,
+    classes, batch, BatchNorm mode and gradient filter; UserError when it is missing or does not match."""
+    command = profile_command(config.model_name, config.input_size, config.num_classes,
+                                             config.batch_size, config.bn_mode, config.gradient_filter)
+    if not os.path.exists(config.profile):
+        raise UserError(f"{config.train_type} needs a timing profile of this model on this device, "
+                        f"and {config.profile} does not exist. Make it with: {command}")
+    profile = load_profile(config.profile)
+    check_profile_matches(
+        profile, config.profile, model_name=config.model_name, input_size=config.input_size,
+        num_classes=config.num_classes, batch_size=config.batch_size,
+        tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command=command,
+        bn_mode=config.bn_mode, gradient_filter=config.gradient_filter)
+    if config.memory_budget_mb and not memory_model.has_memory_model(profile):
+        raise UserError(f"--memory_budget_mb needs a profile with a memory model, and {config.profile} has none "
+                        f"(made before profiles measured memory, or where TensorFlow's allocator keeps no "
+                        f"statistics). Measure it again with: {command} --force")
+    return profile
+
+
+def profile_for_run(config, model, required: bool) -> Optional[Dict]:
+    """load_profile_for; when the scheme does not need a profile (`required` false), the profile
+    only to report its step time against a full step, or None where there is none that matches."""
+    try:
+        return load_profile_for(config, model)
+    except UserError:
+        if required:
+            raise
+        return None

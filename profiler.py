@@ -333,10 +333,8 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
         model: the model; its weights are restored afterwards.
         batch_size: examples per step (the input shape is the model's).
         num_iterations: training steps recorded in the trace.
-        repeats: timed steps of each calibration selection (classifier only, deepest layer
-            only, everything, and CALIBRATION_SELECTIONS random ones), split into
-            CALIBRATION_ROUNDS rounds; the medians of the rounds' 25th percentiles calibrate the
-            time model, and their spread is kept as `calibration_spread`.
+        repeats: timed steps of each calibration selection (calibration_steps), in
+            CALIBRATION_ROUNDS rounds; the rounds' median calibrates, their spread is kept.
         logdir: where the trace goes (TensorBoard profile log dir); a temp dir if None.
         csv_path: where to save the op-stats table, if given.
         optimizer: "sgd" (SGDW, momentum) or "adam"; its update is part of each tensor's t_dw.
@@ -356,18 +354,8 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     timed_optimizer = make_optimizer(optimizer, 1e-4, 5e-4, 1000).optimizer
     points = tensor_points(model)
     step = TrainStep(model, timed_optimizer, model.trainable_weights)  # traced whole: its graph maps ops
-    # The calibration steps are built as training builds them (one shared forward function), so
-    # the times that anchor the model are those of the steps it predicts.
     shared = shared_forward(model)
-    calibration = [TrainStep(model, timed_optimizer, [model.trainable_weights[k] for k in
-                                                      profile_tables.point_tensors(points, which)], forward=shared)
-                   for which in (-1, 0)] + [TrainStep(model, timed_optimizer, model.trainable_weights, forward=shared)]
-    # A few random selections too: the model is fitted to all the steps (least squares), not to
-    # three of them exactly; their own seed, so --validate's random selections are others.
-    more = [np.flatnonzero(mask) for mask in _random_masks(points, CALIBRATION_SELECTIONS,
-                                                           np.random.default_rng(CALIBRATION_SEED))]
-    calibration += [TrainStep(model, timed_optimizer, [model.trainable_weights[k] for k in selected], forward=shared)
-                    for selected in more]
+    calibration, more = calibration_steps(model, timed_optimizer, points, shared)
     forward = forward_function(model)
     gradients = full_gradients(model, shared)  # the importance probe's pass: training re-anchors on it
     # ... and its pass in micro-batches, as a memory budget runs it (training re-anchors on those)
@@ -384,7 +372,7 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
             run()
         # Calibration steps are timed in rounds spread over the profiling (before the trace, after
         # it, after the memory steps) and each step's time is the median of its rounds: a shared
-        # machine's speed moves by tens of per cent from one minute to the next (issue 62).
+        # machine's speed moves by tens of per cent from one minute to the next.
         timed = [lambda run=run: run(images, labels)[0].numpy() for run in calibration + [gradients]] + chunked
         per_round = -(-repeats // CALIBRATION_ROUNDS)
         rounds = [wall_times_ms(timed, per_round)]
@@ -396,33 +384,60 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
             xplane = record_trace(step, forward, images, labels, logdir, num_iterations)
         rows = convert_trace(xplane)
         rounds.append(wall_times_ms(timed, per_round))
-        as_mask = lambda indices: np.isin(np.arange(len(points)), indices).astype(np.uint8)  # noqa: E731
-        masks = [as_mask(profile_tables.point_tensors(points, which)) for which in (-1, 0)]
-        masks += [np.ones(len(points), np.uint8)] + [as_mask(selected) for selected in more]
-        names = ["head", "path", "full"] + [f"random {i + 1}" for i in range(len(more))]
-        runs = list(calibration)
-        for share in MEMORY_TOPS:  # contiguous tops: the selections a memory budget trades between
-            masks.append(top_mask(points, share))
-            names.append(f"top {share:g}")
-            runs.append(TrainStep(model, timed_optimizer, [w for w, k in zip(model.trainable_weights, masks[-1]) if k],
-                                  forward=shared))
-            for _ in range(2):  # traced, compiled and warm before it is measured
-                runs[-1](images, labels)[0].numpy()
-        memory = measure_memory(model, batch_size,
-                                [(label, mask, lambda run=run: run(images, labels)[0].numpy())
-                                 for label, mask, run in zip(names, masks, runs)],
-                                probe=lambda: gradients(images, labels)[0].numpy())
+        memory = memory_steps(model, batch_size, timed_optimizer, points, calibration, more, shared,
+                              (images, labels), probe=lambda: gradients(images, labels)[0].numpy())
         rounds += [wall_times_ms(timed, per_round) for _ in range(CALIBRATION_ROUNDS - len(rounds))]
     finally:
         model.set_weights(snapshot)
+    if csv_path:
+        atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
+    return assembled_profile(rows, structure, rounds, len(calibration), more, chunk_counts, memory,
+                             dict(meta or {}, batch_size=batch_size), optimizer)
+
+
+def calibration_steps(model: tf.keras.Model, optimizer, points, shared: Callable) -> Tuple[List, List[np.ndarray]]:
+    """The steps that calibrate the time model: classifier only, deepest tensor only, everything,
+    and CALIBRATION_SELECTIONS random selections (their own seed, so --validate's random selections
+    are others), all built as training builds them (one shared forward function); and the random
+    selections' tensor indices. The model is fitted to all of them (least squares)."""
+    weights = model.trainable_weights
+    more = [np.flatnonzero(mask) for mask in _random_masks(points, CALIBRATION_SELECTIONS,
+                                                           np.random.default_rng(CALIBRATION_SEED))]
+    chosen = [profile_tables.point_tensors(points, which) for which in (-1, 0)] + [range(len(weights))] + more
+    return [TrainStep(model, optimizer, [weights[k] for k in selected], forward=shared) for selected in chosen], more
+
+
+def memory_steps(model: tf.keras.Model, batch_size: int, optimizer, points, calibration: List,
+                 more: List[np.ndarray], shared: Callable, batch, probe: Callable) -> Optional[Dict]:
+    """measure_memory over the calibration steps and the contiguous tops a memory budget trades
+    between (MEMORY_TOPS), each traced, compiled and warm before it is measured."""
+    images, labels = batch
+    as_mask = lambda indices: np.isin(np.arange(len(points)), indices).astype(np.uint8)  # noqa: E731
+    masks = [as_mask(profile_tables.point_tensors(points, which)) for which in (-1, 0)]
+    masks += [np.ones(len(points), np.uint8)] + [as_mask(selected) for selected in more]
+    names = ["head", "path", "full"] + [f"random {i + 1}" for i in range(len(more))]
+    runs = list(calibration)
+    for share in MEMORY_TOPS:
+        masks.append(top_mask(points, share))
+        names.append(f"top {share:g}")
+        runs.append(TrainStep(model, optimizer, [w for w, k in zip(model.trainable_weights, masks[-1]) if k],
+                              forward=shared))
+        for _ in range(2):
+            runs[-1](images, labels)[0].numpy()
+    return measure_memory(model, batch_size, [(label, mask, lambda run=run: run(images, labels)[0].numpy())
+                                              for label, mask, run in zip(names, masks, runs)], probe=probe)
+
+
+def assembled_profile(rows, structure, rounds: List[List[float]], calibrated: int, more: List[np.ndarray],
+                      chunk_counts: List[int], memory: Optional[Dict], meta: Dict, optimizer: str) -> Dict:
+    """The timing table from the trace's rows, the step's structure and the rounds' typical times
+    (calibration steps, the probe's pass, its micro-batched passes), with the memory model."""
     typical, spreads = round_medians(rounds)
     chunks_ms = dict(zip(map(str, chunk_counts), typical[len(typical) - len(chunk_counts):]))
     head_ms, path_ms, full_ms, *more_ms, gradients_ms = typical[:len(typical) - len(chunk_counts)]
-    if csv_path:
-        atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
-    meta = dict(meta or {}, batch_size=batch_size, tensorflow_version=tf.__version__,
-                device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms, T_grad_chunks_ms=chunks_ms,
-                calibration_rounds=len(rounds), calibration_spread=float(np.median(spreads[:len(calibration)])),
+    meta = dict(meta, tensorflow_version=tf.__version__, device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms,
+                T_grad_chunks_ms=chunks_ms, calibration_rounds=len(rounds),
+                calibration_spread=float(np.median(spreads[:calibrated])),
                 calibration_rounds_ms=[[float(ms) for ms in round_ms[:3]] for round_ms in rounds],  # head, path, full
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
     profile = profile_tables.timing_table(rows, structure, head_ms=head_ms, path_ms=path_ms, full_ms=full_ms,
@@ -545,7 +560,7 @@ def print_validation(results: List[Dict]) -> None:
               f"drift): median {np.median(anchored):.1%}, max {np.max(anchored):.1%} over {len(anchored)} "
               f"random selections")
     if results and "memory_error" in results[0]:
-        print(f"\npeak memory of a step above what is allocated before it (the profile's memory model):")
+        print("\npeak memory of a step above what is allocated before it (the profile's memory model):")
         print(f"{'selection':<11}{'tensors':>8}{'predicted MB':>14}{'measured MB':>13}{'error':>8}")
         for r in results:
             print(f"{r['selection']:<11}{r['tensors']:>8}{r['predicted_mb']:>14.1f}{r['measured_mb']:>13.1f}"
@@ -671,6 +686,74 @@ def model_flags(args: argparse.Namespace) -> List[str]:
     return flags + (["--gf_radius", str(args.gf_radius), "--gf_blocks", str(args.gf_blocks)] if args.gf_radius else [])
 
 
+def profiled_model(args: argparse.Namespace, gradient_filter: Tuple[int, int]) -> tf.keras.Model:
+    """The model the flags name: a registry model, or a Keras application with random weights."""
+    if not args.keras_application:
+        return models.build_model(args.model_name, args.num_classes, args.input_size, args.weights, args.bn_mode,
+                                  gradient_filter)
+    if args.weights != "none":
+        raise UserError("--keras_application profiles random weights; drop --weights")
+    model = models.build_keras_application(args.keras_application, args.num_classes, args.input_size, args.bn_mode)
+    if gradient_filter[0]:
+        filtering.apply(model, *gradient_filter)
+    args.model_name = models.KERAS_APPLICATION_PREFIX + args.keras_application
+    return model
+
+
+def reusable_profile(args: argparse.Namespace, model: tf.keras.Model, json_path: str,
+                     gradient_filter: Tuple[int, int], probe_costs: Callable[[], Dict]) -> Optional[Dict]:
+    """The profile already at `json_path` when it matches the model and flags and has every
+    measurement (the probe's costs are added to one made before them); None to measure anew."""
+    if not os.path.exists(json_path) or args.force:
+        return None
+    try:
+        profile = profile_tables.load_profile(json_path)
+        profile_tables.check_profile_matches(
+            profile, json_path, model_name=args.model_name, input_size=args.input_size,
+            num_classes=args.num_classes, batch_size=args.batch_size, bn_mode=args.bn_mode,
+            gradient_filter=gradient_filter, tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command="")
+        lacking = missing_measurements(profile)
+        if lacking:
+            raise UserError(f"{json_path} was made before {lacking}")
+        logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
+        if not all(key in profile.get("probe_costs", {}) for key in PROBE_COST_KEYS):
+            profile["probe_costs"] = probe_costs()  # made before the probe could run eagerly: add what it lacks
+            atomic_write_json(json_path, profile)
+            logging.info("added the probe's measured costs to %s: %s", json_path, probe_cost_sentence(profile))
+        return profile
+    except UserError as error:  # stale (e.g. made before BatchNorm modes were recorded) or broken
+        logging.info("measuring again: %s", str(error).split(". Make the right one")[0])
+        return None
+
+
+def new_profile(args: argparse.Namespace, model: tf.keras.Model, name: str, json_path: str,
+                gradient_filter: Tuple[int, int], probe_costs: Callable[[], Dict]) -> Dict:
+    """Profile the model, write the profile, its op table and its figure, and say what was measured."""
+    start = time.perf_counter()
+    profile = profile_model(
+        model, args.batch_size, num_iterations=args.num_iterations, repeats=args.repeats,
+        logdir=os.path.join(args.logdir, name), csv_path=os.path.join(args.output_dir, name + ".csv"),
+        optimizer=args.optimizer, from_trace=args.from_trace, seed=args.seed,
+        meta=dict(model_name=args.model_name, input_size=args.input_size, num_classes=args.num_classes,
+                  bn_mode=args.bn_mode, gradient_filter=list(gradient_filter)))
+    profile["probe_costs"] = probe_costs()
+    atomic_write_json(json_path, profile)
+    plot_profile(profile, os.path.join("figures", name + ".png"))
+    logging.info("profiled %s in %.0f s: T_fp %.1f ms, T_bp %.1f ms, T_full %.1f ms, coverage %.1f%%",
+                 args.model_name, time.perf_counter() - start, profile["T_fp_ms"], profile["T_bp_ms"],
+                 profile["T_full_ms"], 100 * profile["coverage"])
+    logging.info("the calibration steps moved by a median %.1f%% between the profiler's %d rounds: on this "
+                 "machine expect predicted step times to miss by about that much (measure it: --validate 8)",
+                 100 * profile["calibration_spread"], profile["calibration_rounds"])
+    logging.info("the probe's gradient call: %s", probe_cost_sentence(profile))
+    logging.info("wrote %s, %s.csv and figures/%s.png; trace in %s (tensorboard --logdir %s)",
+                 json_path, os.path.join(args.output_dir, name), name, os.path.join(args.logdir, name), args.logdir)
+    if profile["coverage"] < 0.95:
+        logging.warning("only %.1f%% of gradient-op time was attributed; unattributed ops (ms/step): %s",
+                        100 * profile["coverage"], profile["unattributed_ops"])
+    return profile
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     if args.validate < 0:
@@ -678,17 +761,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.gf_radius < 0:
         raise UserError("--gf_radius must be 0 (off) or a patch size of at least 2")
     gradient_filter = (args.gf_radius, args.gf_blocks if args.gf_radius else 0)
-    if args.keras_application:
-        if args.weights != "none":
-            raise UserError("--keras_application profiles random weights; drop --weights")
-        model = models.build_keras_application(args.keras_application, args.num_classes, args.input_size,
-                                               args.bn_mode)
-        if gradient_filter[0]:
-            filtering.apply(model, *gradient_filter)
-        args.model_name = models.KERAS_APPLICATION_PREFIX + args.keras_application
-    else:
-        model = models.build_model(args.model_name, args.num_classes, args.input_size, args.weights, args.bn_mode,
-                                   gradient_filter)
+    model = profiled_model(args, gradient_filter)
     if args.probe_first_call:  # a fresh process of measure_probe_costs: one line of JSON
         print(json.dumps(first_calls(model, args.probe_first_call, *random_batch(model, args.batch_size, args.seed))))
         return 0
@@ -699,49 +772,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     def probe_costs() -> Dict[str, float]:
         return measure_probe_costs(model, *random_batch(model, args.batch_size, args.seed), model_flags(args))
 
-    profile = None
-    if os.path.exists(json_path) and not args.force:
-        try:
-            profile = profile_tables.load_profile(json_path)
-            profile_tables.check_profile_matches(
-                profile, json_path, model_name=args.model_name, input_size=args.input_size,
-                num_classes=args.num_classes, batch_size=args.batch_size, bn_mode=args.bn_mode,
-                gradient_filter=gradient_filter, tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command="")
-            lacking = missing_measurements(profile)
-            if lacking:
-                raise UserError(f"{json_path} was made before {lacking}")
-            logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
-            if not all(key in profile.get("probe_costs", {}) for key in PROBE_COST_KEYS):
-                profile["probe_costs"] = probe_costs()  # made before the probe could run eagerly: add what it lacks
-                atomic_write_json(json_path, profile)
-                logging.info("added the probe's measured costs to %s: %s", json_path, probe_cost_sentence(profile))
-        except UserError as error:  # stale (e.g. made before BatchNorm modes were recorded) or broken
-            logging.info("measuring again: %s", str(error).split(". Make the right one")[0])
-            profile = None
-    if profile is None:
-        start = time.perf_counter()
-        profile = profile_model(
-            model, args.batch_size, num_iterations=args.num_iterations, repeats=args.repeats,
-            logdir=os.path.join(args.logdir, name), csv_path=os.path.join(args.output_dir, name + ".csv"),
-            optimizer=args.optimizer, from_trace=args.from_trace, seed=args.seed,
-            meta=dict(model_name=args.model_name, input_size=args.input_size, num_classes=args.num_classes,
-                      bn_mode=args.bn_mode, gradient_filter=list(gradient_filter)))
-        profile["probe_costs"] = probe_costs()
-        atomic_write_json(json_path, profile)
-        plot_profile(profile, os.path.join("figures", name + ".png"))
-        logging.info("profiled %s in %.0f s: T_fp %.1f ms, T_bp %.1f ms, T_full %.1f ms, coverage %.1f%%",
-                     args.model_name, time.perf_counter() - start, profile["T_fp_ms"], profile["T_bp_ms"],
-                     profile["T_full_ms"], 100 * profile["coverage"])
-        logging.info("the calibration steps moved by a median %.1f%% between the profiler's %d rounds: on this "
-                     "machine expect predicted step times to miss by about that much (measure it: --validate 8)",
-                     100 * profile["calibration_spread"], profile["calibration_rounds"])
-        logging.info("the probe's gradient call: %s", probe_cost_sentence(profile))
-        logging.info("wrote %s, %s.csv and figures/%s.png; trace in %s (tensorboard --logdir %s)",
-                     json_path, os.path.join(args.output_dir, name), name,
-                     os.path.join(args.logdir, name), args.logdir)
-        if profile["coverage"] < 0.95:
-            logging.warning("only %.1f%% of gradient-op time was attributed; unattributed ops (ms/step): %s",
-                            100 * profile["coverage"], profile["unattributed_ops"])
+    profile = (reusable_profile(args, model, json_path, gradient_filter, probe_costs)
+               or new_profile(args, model, name, json_path, gradient_filter, probe_costs))
     if args.validate:
         print_validation(validate_time_model(model, profile, args.batch_size, args.validate,
                                              args.validate_steps, args.optimizer, args.seed, args.validate_rounds))

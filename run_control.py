@@ -17,10 +17,11 @@ class TrainingDiverged(UserError):
 
 
 class RunInterrupted(UserError):
-    """Training stopped on a signal after writing a checkpoint."""
+    """Training stopped on a signal `where` (e.g. "at step 40 ..."), after writing a checkpoint; the
+    message names the command that continues the run."""
 
-    def __init__(self, message: str, signal_number: int):
-        super().__init__(message)
+    def __init__(self, signal_number: int, where: str, resume_command: str):
+        super().__init__(f"stopped by {signal.Signals(signal_number).name} {where}. Continue with: {resume_command}")
         self.exit_code = 128 + signal_number
 
 
@@ -74,3 +75,15 @@ class Stopwatch:
         begin = time.perf_counter()
         yield
         self.started += time.perf_counter() - begin
+
+
+class StartupClock:
+    """Seconds of the start-up's parts (imports, model, profile, data), each from the last mark."""
+
+    def __init__(self, start: float):
+        self.last, self.parts = start, {}
+
+    def mark(self, part: str) -> None:
+        now = time.perf_counter()
+        self.parts[part] = self.parts.get(part, 0.0) + now - self.last
+        self.last = now

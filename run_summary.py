@@ -16,6 +16,27 @@ from utils import overhead_share
 OVERHEAD_HINT_SHARE = 0.15  # above this share of probes and compiles, the summary suggests a longer --interval
 
 
+def epoch_energy(totals: Dict) -> Dict[str, float]:
+    """An epoch's metered energy as TensorBoard scalars (none when the device has no meter)."""
+    if "energy_joules" not in totals:
+        return {}
+    return {"energy/epoch_joules": totals["energy_joules"],
+            "energy/joules_per_step": totals["energy_joules"] / max(totals["energy_steps"], 1)}
+
+
+def history_entry(epoch: int, train_seconds: float, totals: Dict, metrics: Dict[str, float],
+                  energy: Dict[str, float]) -> Dict:
+    """An epoch's line of the summary's history: its training loss, validation and test accuracy
+    (when evaluated), the training seconds so far, and its energy (when metered)."""
+    tested, validated = "test/accuracy" in metrics, "validation/accuracy" in metrics
+    return {"epoch": epoch, "train_seconds": train_seconds,
+            **({"test_accuracy": metrics["test/accuracy"]} if tested else {}),
+            "train_loss": totals["loss_sum"] / max(totals["seen"], 1),
+            **({"val_accuracy": metrics["validation/accuracy"]} if validated else {}),
+            **({"energy_joules": energy["energy/epoch_joules"], "energy_steps": totals["energy_steps"]}
+               if energy else {})}
+
+
 def energy_summary(history: Sequence[Dict], meter) -> Dict:
     """Training energy over the metered epochs (whole device, steps only): joules and joules per
     step; empty when no epoch was metered."""

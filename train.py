@@ -6,18 +6,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
-import signal
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-import memory_model
 import models
-import profile_tables
 import checkpoints
 from config import TrainConfig
 from energy import Meter
@@ -25,52 +21,10 @@ from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
 from measure import AllocatorPhases, measure_reference, reset_peak
 from run_control import RunInterrupted, StopRequest, Stopwatch, TrainingDiverged
-from run_summary import compile_seconds, energy_summary, memory_summary, mixed_reference, selected_epoch, summarize
-from train_step import StepCache, make_optimizer
-from utils import MIX_BATCHES, UserError, at_chance, class_mix, overhead_share
-
-# ------------------------------------------------------------------------------------- loop
-
-def make_evaluator(model: tf.keras.Model) -> Callable[..., Dict[str, float]]:
-    """Loss and accuracy over a dataset (inference mode), as `<prefix>/classification_loss` and
-    `<prefix>/accuracy` (prefix "test" unless given)."""
-
-    @tf.function(reduce_retracing=True, autograph=False)
-    def batch_sums(images, labels):
-        logits = model(images, training=False)
-        losses = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-        correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1), labels), tf.float32)
-        return tf.reduce_sum(losses), tf.reduce_sum(correct), tf.cast(tf.size(labels), tf.float32)
-
-    def evaluate(dataset: tf.data.Dataset, prefix: str = "test") -> Dict[str, float]:
-        totals = np.zeros(3)
-        for images, labels in dataset:
-            totals += [float(v) for v in batch_sums(images, labels)]
-        return {f"{prefix}/classification_loss": totals[0] / totals[2], f"{prefix}/accuracy": totals[1] / totals[2]}
-
-    return evaluate
-
-
-def load_profile_for(config: TrainConfig, model: tf.keras.Model) -> Dict:
-    """The timing profile a run needs, checked against its model, input, classes, batch,
-    BatchNorm mode and gradient filter."""
-    command = profile_tables.profile_command(config.model_name, config.input_size, config.num_classes,
-                                             config.batch_size, config.bn_mode, config.gradient_filter)
-    if not os.path.exists(config.profile):
-        raise UserError(f"{config.train_type} needs a timing profile of this model on this device, "
-                        f"and {config.profile} does not exist. Make it with: {command}")
-    profile = profile_tables.load_profile(config.profile)
-    profile_tables.check_profile_matches(
-        profile, config.profile, model_name=config.model_name, input_size=config.input_size,
-        num_classes=config.num_classes, batch_size=config.batch_size,
-        tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command=command,
-        bn_mode=config.bn_mode, gradient_filter=config.gradient_filter)
-    if config.memory_budget_mb and not memory_model.has_memory_model(profile):
-        raise UserError(f"--memory_budget_mb needs a profile with a memory model, and {config.profile} has none "
-                        f"(made before profiles measured memory, or where TensorFlow's allocator keeps no "
-                        f"statistics). Measure it again with: {command} --force")
-    return profile
-
+from run_summary import (compile_seconds, energy_summary, epoch_energy, history_entry, memory_summary,
+                         mixed_reference, selected_epoch, summarize)
+from train_step import StepCache, make_evaluator, make_optimizer
+from utils import MIX_BATCHES, at_chance, class_mix, overhead_share
 
 @dataclasses.dataclass
 class LoopState:
@@ -106,21 +60,15 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
           process_start: Optional[float] = None) -> Dict:
     """Train `model` with the scheme `config.train_type`; return the run's summary.
 
-    Wall time (`train_seconds`) counts everything a user waits for except evaluation and
-    checkpoints: steps, data, tensor selection (probe and DP) and compiling each new selection's
-    step. Each epoch ends with an evaluation on the validation split (and on the test set too with
-    `config.test_every_epoch`, the original's per-epoch test curve), TensorBoard scalars, a
-    checkpoint (also every `checkpoint_every` steps) and, with save_model, the best weights. The
-    test set is evaluated once after the last epoch, on the final weights and on the
-    validation-best epoch's (`Loop.final_evaluation`). `train_data` is a
-    data.Epochs (reproducible order per epoch) or a tf.data.Dataset iterated every epoch. With
-    `resume`, training continues from the run's latest checkpoint; SIGINT or SIGTERM stops it
-    after the current step with a checkpoint, and the error names `resume_command`. With
-    `val_data` every epoch is also evaluated on it, and model selection (the saved best weights,
-    the summary's epoch) uses validation accuracy instead of test accuracy. With an energy `meter`
-    (energy.py), each epoch's training steps are metered: joules per epoch and per step.
-    `process_start` (time.perf_counter() when the process began) lets the summary count the
-    whole process: start-up, training, evaluation, checkpoints and the final reference timing.
+    `train_seconds` counts what a user waits for except evaluation and checkpoints: steps, data,
+    selections (probe and DP) and compiling each new selection's step. Each epoch ends with an
+    evaluation on `val_data` (the model-selection split; also on the test set with
+    `config.test_every_epoch`), scalars, a checkpoint when due and, with save_model, the best
+    weights; the test set is evaluated once at the end (`Loop.final_evaluation`). `train_data` is
+    a data.Epochs or a tf.data.Dataset. With `resume` training continues from the latest
+    checkpoint; a signal stops it after the current step with a checkpoint, and the error names
+    `resume_command`. An energy `meter` meters each epoch's steps; `process_start`
+    (time.perf_counter() at the process's start) lets the summary count the whole process.
     """
     loop = Loop(config, model, train_data, steps_per_epoch, outputs, profile, resume_command, meter, val_data)
     epoch_test = test_data if config.test_every_epoch else None
@@ -131,7 +79,8 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
             totals = loop.train_epoch(stop)
             loop.end_epoch(totals, loop.evaluate_epoch(epoch_test, val_data), force_checkpoint=bool(stop.signal_number))
             if stop.signal_number and loop.state.epoch < config.num_epochs:
-                raise loop.interrupted(stop.signal_number, f"at the end of epoch {loop.state.epoch}; checkpoint written")
+                raise RunInterrupted(stop.signal_number, f"at the end of epoch {loop.state.epoch}; checkpoint written",
+                                     loop.resume_command)
     loop.final_evaluation(test_data)
     return loop.summary()
 
@@ -145,6 +94,7 @@ class Loop:
         self.created = time.perf_counter()
         self.config, self.model, self.outputs, self.profile = config, model, outputs, profile
         self.steps_per_epoch, self.resume_command = steps_per_epoch, resume_command
+        self.evaluate = make_evaluator(model)
         self.setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
                                     steps_per_epoch * config.num_epochs)
         self.setup.optimizer._create_all_weights(model.trainable_weights)  # slots exist, so checkpoints restore them
@@ -153,7 +103,6 @@ class Loop:
         self.epochs = context.train_data
         self.scheme: Scheme = SCHEMES[config.train_type](context)
         self.steps.penalty = self.scheme.penalty
-        self.evaluate = make_evaluator(model)
         self.checkpoints = checkpoints.RunCheckpoints(outputs.run_dir, model, self.setup.optimizer)
         outputs.mask_layout(models.block_starts(model), min(models.head_indices(model)), steps_per_epoch)
         self.state = LoopState()
@@ -230,10 +179,6 @@ class Loop:
             self.last_checkpoint = time.perf_counter()
             self.state.checkpoint_seconds += self.last_checkpoint - start
         return path
-
-    def interrupted(self, signal_number: int, where: str) -> "RunInterrupted":
-        return RunInterrupted(f"stopped by {signal.Signals(signal_number).name} {where}. Continue with: "
-                              f"{self.resume_command}", signal_number)
 
     def reselect_if_due(self) -> None:
         """The scheme's new selection when one is due (probe and DP are training time)."""
@@ -338,8 +283,9 @@ class Loop:
                     path = self.save_checkpoint()
                     if stop.signal_number:
                         bar.close()
-                        raise self.interrupted(stop.signal_number, f"at step {state.step} (epoch {epoch + 1}, "
-                                               f"{state.position}/{self.steps_per_epoch}); checkpoint {path}")
+                        raise RunInterrupted(stop.signal_number, f"at step {state.step} (epoch {epoch + 1}, "
+                                             f"{state.position}/{self.steps_per_epoch}); checkpoint {path}",
+                                             self.resume_command)
             previous_end = time.perf_counter()
         state.train_seconds = clock.seconds()  # with the epoch's tail
         if self.first_labels:  # an epoch shorter than MIX_BATCHES
@@ -350,14 +296,6 @@ class Loop:
         bar.close()
         state.step_ms += totals["step_ms"]
         return totals
-
-    def warn_at_chance(self, epochs_done: int, train_loss: float) -> None:
-        """Warn once a session when the training loss is still at chance a third of the way in."""
-        warning = None if self.warned_at_chance else at_chance(train_loss, self.config.num_classes, epochs_done,
-                                                                self.config.num_epochs)
-        if warning:
-            self.warned_at_chance = True
-            logging.warning("warning: %s", warning)
 
     def report_class_mix(self) -> None:
         """Say once what classes the first batches this session trained on hold, and warn when their
@@ -385,8 +323,24 @@ class Loop:
     def end_epoch(self, totals: Dict, metrics: Dict[str, float], force_checkpoint: bool = False) -> None:
         """Model selection, the epoch's history, scalars and log line, and a checkpoint when one is
         due (`checkpoint_seconds` since the last) or forced."""
-        config, state, outputs = self.config, self.state, self.outputs
-        epoch, validated, tested = state.epoch, "validation/accuracy" in metrics, "test/accuracy" in metrics
+        state = self.state
+        self.select_model(metrics)
+        energy = epoch_energy(totals)
+        state.history.append(history_entry(state.epoch + 1, state.train_seconds, totals, metrics, energy))
+        self.outputs.flush_pictures()  # the epoch's selections, drawn outside training time
+        self.outputs.scalars(state.step, self.epoch_scalars(totals, metrics, energy))
+        self.memory.epoch_peaks = {}
+        self.log_epoch(metrics, totals["loss_sum"] / max(totals["seen"], 1))
+        state.epoch, state.position, state.epoch_totals = state.epoch + 1, 0, {}
+        if (force_checkpoint or self.config.checkpoint_seconds <= 0
+                or time.perf_counter() - self.last_checkpoint >= self.config.checkpoint_seconds):
+            self.save_checkpoint()
+
+    def select_model(self, metrics: Dict[str, float]) -> None:
+        """Keep the epoch's weights as the last good ones, and as the best when its validation (else
+        test) accuracy is the best so far: in memory for the final test, on disk with save_model."""
+        state, epoch = self.state, self.state.epoch
+        validated, tested = "validation/accuracy" in metrics, "test/accuracy" in metrics
         if tested:
             state.best_accuracy = max(state.best_accuracy, metrics["test/accuracy"])
         weights = self.model.get_weights()  # a copy in memory, ~10 ms for MobileNetV2 (a file: ~100 ms)
@@ -396,23 +350,16 @@ class Loop:
             state.best_selected = -1.0 if selected is None else selected  # nothing to select on: the latest
             if validated and not tested:  # the test set sees these weights after the last epoch
                 self.best_weights, self.best_unsaved = (epoch + 1, weights), True
-            if config.save_model:
-                outputs.save_best(self.model)
-        seen = max(totals["seen"], 1)
-        energy = {}
-        if "energy_joules" in totals:
-            energy = {"energy/epoch_joules": totals["energy_joules"],
-                      "energy/joules_per_step": totals["energy_joules"] / max(totals["energy_steps"], 1)}
-        state.history.append({"epoch": epoch + 1, "train_seconds": state.train_seconds,
-                              **({"test_accuracy": metrics["test/accuracy"]} if tested else {}),
-                              "train_loss": totals["loss_sum"] / seen,
-                              **({"val_accuracy": metrics["validation/accuracy"]} if validated else {}),
-                              **({"energy_joules": energy["energy/epoch_joules"],
-                                  "energy_steps": totals["energy_steps"]} if energy else {})})
+            if self.config.save_model:
+                self.outputs.save_best(self.model)
+
+    def epoch_scalars(self, totals: Dict, metrics: Dict[str, float], energy: Dict[str, float]) -> Dict[str, float]:
+        """The epoch's TensorBoard scalars: training accuracy and loss, step times, where the time
+        went, energy, the evaluation's metrics and the allocator's peaks."""
+        state, seen = self.state, max(totals["seen"], 1)
         compiling = compile_seconds(state.first_call_ms, state.step_ms)
         step_ms = float(np.median(totals["step_ms"])) if totals["step_ms"] else 0.0
-        outputs.flush_pictures()  # the epoch's selections, drawn outside training time
-        outputs.scalars(state.step, {
+        return {
             "train/accuracy": totals["correct"] / seen, "train/classification_loss": totals["loss_sum"] / seen,
             "train/learning_rate": float(self.setup.learning_rate(state.step)),
             "step_time/median_ms": step_ms,
@@ -424,18 +371,23 @@ class Loop:
             "time/overhead_share": overhead_share(compiling, state.selection_seconds, state.train_seconds),
             "time/evaluation_seconds": state.evaluation_seconds,
             "time/train_seconds": state.train_seconds, **energy, **metrics,
-            **{f"memory/{phase}_peak_mb": peak for phase, peak in self.memory.epoch_peaks.items()}})
-        self.memory.epoch_peaks = {}
-        accuracies = ([f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%"] if validated else []) + (
+            **{f"memory/{phase}_peak_mb": peak for phase, peak in self.memory.epoch_peaks.items()}}
+
+    def log_epoch(self, metrics: Dict[str, float], train_loss: float) -> None:
+        """The epoch's log line; once a session, a warning when the training loss is still at chance
+        a third of the way in (utils.at_chance)."""
+        state, epochs_done = self.state, self.state.epoch + 1
+        accuracies = ([f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%"]
+                      if "validation/accuracy" in metrics else []) + (
             [f"test accuracy {100 * metrics['test/accuracy']:.2f}% (best {100 * state.best_accuracy:.2f}%)"]
-            if tested else [])
-        logging.info("epoch %d/%d: %s%.1f s of training", epoch + 1, config.num_epochs,
+            if "test/accuracy" in metrics else [])
+        logging.info("epoch %d/%d: %s%.1f s of training", epochs_done, self.config.num_epochs,
                      "".join(f"{text}, " for text in accuracies), state.train_seconds)
-        self.warn_at_chance(epoch + 1, totals["loss_sum"] / seen)
-        state.epoch, state.position, state.epoch_totals = epoch + 1, 0, {}
-        if (force_checkpoint or config.checkpoint_seconds <= 0
-                or time.perf_counter() - self.last_checkpoint >= config.checkpoint_seconds):
-            self.save_checkpoint()
+        warning = None if self.warned_at_chance else at_chance(train_loss, self.config.num_classes, epochs_done,
+                                                                self.config.num_epochs)
+        if warning:
+            self.warned_at_chance = True
+            logging.warning("warning: %s", warning)
 
     def final_evaluation(self, test_data: tf.data.Dataset) -> None:
         """The test set, once, after the last epoch: on the final weights and on the weights of

@@ -149,6 +149,26 @@ def _tensor_name(gradient) -> Optional[str]:
     return gradient.name
 
 
+def make_evaluator(model: tf.keras.Model) -> Callable[..., Dict[str, float]]:
+    """Loss and accuracy over a dataset (inference mode), as `<prefix>/classification_loss` and
+    `<prefix>/accuracy` (prefix "test" unless given)."""
+
+    @tf.function(reduce_retracing=True, autograph=False)
+    def batch_sums(images, labels):
+        logits = model(images, training=False)
+        losses = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1), labels), tf.float32)
+        return tf.reduce_sum(losses), tf.reduce_sum(correct), tf.cast(tf.size(labels), tf.float32)
+
+    def evaluate(dataset: tf.data.Dataset, prefix: str = "test") -> Dict[str, float]:
+        totals = np.zeros(3)
+        for images, labels in dataset:
+            totals += [float(v) for v in batch_sums(images, labels)]
+        return {f"{prefix}/classification_loss": totals[0] / totals[2], f"{prefix}/accuracy": totals[1] / totals[2]}
+
+    return evaluate
+
+
 def forward_function(model: tf.keras.Model) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """A tf.function running the training-mode forward pass and the loss (no gradients)."""
 

@@ -241,7 +241,7 @@ def main(argv=None) -> int:
         os.makedirs(args.logdir, exist_ok=True)
         with open(seconds_path, "w") as handle:
             json.dump(known, handle, indent=1)
-    publish_report(report(records, args), args.output)
+    publish_report(report(records, args), args.output, runs=records)
     return 0
 
 

@@ -401,3 +401,30 @@ def steps_per_epoch(dataset_name: str, batch_size: int, data_dir: Optional[str] 
     """Training steps in one epoch (full batches only), from the dataset's info."""
     builder = prepare(dataset_name, data_dir)
     return carved_count(int(builder.info.splits["train"].num_examples), "train", val_fraction) // batch_size
+
+
+@dataclasses.dataclass
+class RunData:
+    """What one run trains and is evaluated on."""
+
+    train: "Epochs"
+    test: tf.data.Dataset
+    validation: Optional[tf.data.Dataset]  # None without a validation split
+    steps_per_epoch: int
+    validation_images: Optional[int]  # the validation split's size (None without one)
+
+
+def for_run(config) -> RunData:
+    """The datasets of a run's configuration (a TrainConfig); UserError when one batch is more
+    than the training split holds."""
+    name, batch, size, root, share = (config.dataset_name, config.batch_size, config.input_size, config.data_dir,
+                                      config.val_fraction)
+    validated = config.validation != "none"
+    train = load_epochs(name, batch, size, root, seed=config.seed, val_fraction=share)
+    test = load(name, "test", batch, size, root)
+    validation = load(name, VALIDATION, batch, size, root, val_fraction=share) if validated else None
+    steps = steps_per_epoch(name, batch, root, share)
+    if steps < 1:
+        raise UserError(f"--batch_size {batch} exceeds the training split of {name}")
+    images = split_examples(name, VALIDATION, root, share) if validated else None
+    return RunData(train, test, validation, steps, images)

@@ -15,6 +15,7 @@ from train_step import OptimizerSetup
 
 if TYPE_CHECKING:  # the loop's types, for annotations only (kept out of the run-time imports)
     from config import TrainConfig
+    from schemes.time_budget import StepTimeController
     from train_step import StepCache
 
 NORMALIZATION_LAYERS = (tf.keras.layers.BatchNormalization, tf.keras.layers.LayerNormalization,
@@ -213,13 +214,18 @@ class BudgetedScheme(Scheme):
     accepts_memory_budget = True
 
     def __init__(self, context: Context):
+        super().__init__(context)
+        self.controller = self.make_controller(context)
+        self.probe_position = 0  # batches of the probes' own stream taken so far
+
+    @classmethod
+    def make_controller(cls, context: Context) -> "StepTimeController":
+        """The step-time controller of the user's budget (rho, rho_mode, memory), checked feasible."""
         from schemes.time_budget import StepTimeController  # (time_budget sits beside this module)
 
-        super().__init__(context)
         config = context.config
-        self.controller = StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode,
-                                             config.memory_budget_mb)
-        self.probe_position = 0  # batches of the probes' own stream taken so far
+        return StepTimeController(context.profile, config.rho, config.resolution, config.rho_mode,
+                                  config.memory_budget_mb)
 
     def probe_batches(self, count: int) -> List:
         """The next `count` batches of the probes' own stream (reproducible, the same after a resume)."""

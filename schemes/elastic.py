@@ -9,33 +9,22 @@ import tensorflow as tf
 
 import models
 from measure import wall_times_ms
-from schemes.base import BudgetedScheme, Context, classifier_mask, interval_steps
-from schemes.probe import ImportanceProbe, chunked_time_ms, memory_info, normalized
+from schemes.base import Context
+from schemes.probe import PeriodicSelection, chunked_time_ms, memory_info, normalized
 from train_step import preserved_state
 
 
-class ElasticTraining(BudgetedScheme):
+class ElasticTraining(PeriodicSelection):
     """ElasticTrainer: starting from the classifier alone, every `interval` epochs evaluate importance
     and solve the selection DP; its steps' times close the controller's loop, and a checkpoint keeps
     both."""
 
     train_type = "elastic_training"
-    reselects = True
     overhead_parts = ("probe_trace", "probe_calls", "probe", "anchor", "dp", "recalibrate")
 
     def __init__(self, context: Context):
         super().__init__(context)
-        self.interval_steps = interval_steps(context.config.interval, context.steps_per_epoch)
-        self.selections = 0  # made so far in the run
-        self.probe = ImportanceProbe(context.model, context.setup.optimizer, context.steps.forward)
-        self._head = classifier_mask(context.model)
         self._selected_here = 0  # selections made by this process (not checkpointed)
-
-    def initial_mask(self, model):
-        return classifier_mask(model)
-
-    def due(self, step: int) -> bool:
-        return step % self.interval_steps == 0
 
     def observe_step(self, step_ms: float) -> None:
         self.controller.observe(step_ms)
@@ -78,13 +67,13 @@ class ElasticTraining(BudgetedScheme):
         with self.timed("dp"):
             mask = self.controller.select(importance)  # the DP's, within the budget
         if not mask.any():  # nothing is worth its time: keep learning in the classifier
-            mask = self._head.copy()
+            mask = self.head.copy()
         self.mask = mask
         self.selections += 1
         self._selected_here += 1
         predicted = self.controller.predicted_ms(mask)
-        info.update({"elastic/selected_fraction": float(mask.mean()),
-                     "elastic/predicted_rho": predicted / self.controller.T_full_ms,
+        info.update({"selection/trained_fraction": float(mask.mean()),
+                     "selection/predicted_ratio": predicted / self.controller.T_full_ms,
                      "elastic/correction": self.controller.correction, **memory_info(self.controller, mask)})
         return info
 
@@ -125,21 +114,11 @@ class ElasticTraining(BudgetedScheme):
                 and bool(self._profiled_probe_ms()) and self.probe.last_batch is not None
                 and (self.probe.chunks == 1 or bool(self.probe.calls_ms)))
 
-    def state(self) -> Dict:
-        return {**super().state(), "selections": self.selections, "controller": self.controller.state(),
-                "probe_position": self.probe_position}
-
-    def load_state(self, state: Dict) -> None:
-        super().load_state(state)
-        self.selections = state["selections"]
-        self.controller.load_state(state["controller"])
-        self.probe_position = state["probe_position"]
-
     def _recalibrate(self) -> Dict[str, float]:
         """Time classifier-only, deepest-layer-only and full steps live (state restored after)."""
         model, (images, labels) = self.context.model, self.probe_batches(self.context.config.probe_batches)[0]
         owners = models.owner_layers(model)
-        masks = [self._head, np.array([o is owners[0] for o in owners], np.uint8), np.ones_like(self._head)]
+        masks = [self.head, np.array([o is owners[0] for o in owners], np.uint8), np.ones_like(self.head)]
         steps = [self.context.steps.get(mask) for mask in masks]
         with preserved_state(model, self.context.setup.optimizer):
             for step in steps:  # compile (if new) and warm up

@@ -42,8 +42,8 @@ import tensorflow as tf
 import data
 import selection_solver_DP as solver
 from models.blocks import blocks, resolution_stages
-from schemes.base import BudgetedScheme, Context, bn_plus_bias_mask, classifier_mask, interval_steps
-from schemes.probe import ImportanceProbe, normalized
+from schemes.base import Context, bn_plus_bias_mask, classifier_mask
+from schemes.probe import PeriodicSelection, normalized
 from schemes.time_budget import StepTimeController
 from utils import UserError
 
@@ -145,11 +145,10 @@ def held_ratio(user: StepTimeController, share: float) -> float:
     return max(share * ratio, min(ratio, smallest))
 
 
-class GainStageTraining(BudgetedScheme):
+class GainStageTraining(PeriodicSelection):
     """One look names the stage where the gain lives; every selection trains whole blocks from it up."""
 
     train_type = "gain_stage_training"
-    reselects = True
     accepts_memory_budget = False
     overhead_parts = ("probe_trace", "probe_calls", "probe", "dp")  # the look is the probe
     KINDS = ("whole", "reach", "head")  # a period's own selection, the rotation's two steps
@@ -207,16 +206,17 @@ class GainStageTraining(BudgetedScheme):
                         f"give it a validation split that large (a larger --val_fraction, or a validation/ folder)"
                         f"{fewer}, or use elastic_training")
 
-    def __init__(self, context: Context):
-        super().__init__(context)  # the user's budget, checked feasible
-        model, config = context.model, context.config
+    @classmethod
+    def make_controller(cls, context: Context) -> StepTimeController:
+        """Steps held open loop at a share of the user's budget (which is checked feasible first)."""
+        config = context.config
         share = EXACT_SHARE if config.rho_mode == "exact" else PAPER_SHARE
-        self.controller = StepTimeController(context.profile, held_ratio(self.controller, share), config.resolution,
-                                             "exact").open_loop()
-        self.interval_steps = interval_steps(config.interval, context.steps_per_epoch)
-        self.selections = 0  # made so far in the run
-        self.probe = ImportanceProbe(model, context.setup.optimizer, context.steps.forward)
-        self.head = classifier_mask(model)
+        held = held_ratio(super().make_controller(context), share)
+        return StepTimeController(context.profile, held, config.resolution, "exact").open_loop()
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        model, config = context.model, context.config
         self.block_of = block_of_tensors(model)
         self.cheap = bn_plus_bias_mask(model) & (1 - self.head)
         self.stages = resolution_stages(model)
@@ -237,12 +237,6 @@ class GainStageTraining(BudgetedScheme):
         self.samples: Dict[str, List[float]] = {kind: [] for kind in self.KINDS}  # measured steps by kind
         self.period_steps: Dict[str, int] = {kind: 0 for kind in self.KINDS}
 
-    def initial_mask(self, model: tf.keras.Model) -> np.ndarray:
-        return classifier_mask(model)
-
-    def due(self, step: int) -> bool:
-        return step % self.interval_steps == 0
-
     # --- a selection: the look (once), then the window from the stage up ---
 
     def reselect(self, step: int) -> Dict[str, float]:
@@ -260,10 +254,10 @@ class GainStageTraining(BudgetedScheme):
         self.mask = mask if mask.any() else self.head.copy()
         self.selections += 1
         first, stop = self.stages[self.stage]
-        return {**info, "elastic/selected_fraction": float(self.mask.mean()),
-                "elastic/predicted_rho": self.controller.predicted_ms(self.mask) / self.controller.T_full_ms,
-                "anchor/first_block": first, "anchor/stop_block": stop,
-                **{f"anchor/stage{index}_sum": value for index, value in enumerate(self.sums)},
+        return {**info, "selection/trained_fraction": float(self.mask.mean()),
+                "selection/predicted_ratio": self.controller.predicted_ms(self.mask) / self.controller.T_full_ms,
+                "gain_stage/first_block": first, "gain_stage/stop_block": stop,
+                **{f"gain_stage/stage{index}_sum": value for index, value in enumerate(self.sums)},
                 **shares, "rotation/on": float(self.reach is not None)}
 
     def _looked(self) -> np.ndarray:
@@ -342,8 +336,7 @@ class GainStageTraining(BudgetedScheme):
         return mix + ([(self.whole, shares["whole"])] if self.whole is not None else [])
 
     def state(self) -> Dict:
-        return {**super().state(), "selections": self.selections, "controller": self.controller.state(),
-                "probe_position": self.probe_position, "held_out_position": self.held_out_position,
+        return {**super().state(), "held_out_position": self.held_out_position,
                 "look": None if self.look is None else self.look.tolist(),
                 "reach": None if self.reach is None else self.reach.tolist(),
                 "whole": None if self.whole is None else self.whole.tolist(), "debt_ms": self.debt_ms,
@@ -352,9 +345,7 @@ class GainStageTraining(BudgetedScheme):
 
     def load_state(self, state: Dict) -> None:
         super().load_state(state)
-        self.selections = state["selections"]
-        self.controller.load_state(state["controller"])
-        self.probe_position, self.held_out_position = state["probe_position"], state["held_out_position"]
+        self.held_out_position = state["held_out_position"]
         if state["look"] is not None:  # the stage and the sums follow from it
             self._set_look(np.array(state["look"]))
         self.reach, self.whole = (None if state[name] is None else np.array(state[name], np.uint8)

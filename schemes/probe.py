@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from measure import typical_ms, wall_times_ms
+from schemes.base import BudgetedScheme, Context, classifier_mask, interval_steps
 from schemes.time_budget import StepTimeController
 from train_step import Forward, eager_gradients, full_gradients, preserved_state
 
@@ -277,3 +278,34 @@ def memory_info(controller: StepTimeController, mask: np.ndarray) -> Dict[str, f
         return {}
     return {"memory/predicted_peak_mb": controller.predicted_peak_mb(mask), "memory/base_mb": controller.base_mb,
             "memory/budget_mb": controller.memory_budget_mb}
+
+
+class PeriodicSelection(BudgetedScheme):
+    """A budgeted scheme that starts from the classifier alone and selects anew every `interval`
+    epochs with the importance probe (`reselect`); a checkpoint keeps its count of selections, its
+    controller and its place in the probe's batch stream."""
+
+    reselects = True
+
+    def __init__(self, context: Context):
+        super().__init__(context)
+        self.interval_steps = interval_steps(context.config.interval, context.steps_per_epoch)
+        self.selections = 0  # made so far in the run
+        self.probe = ImportanceProbe(context.model, context.setup.optimizer, context.steps.forward)
+        self.head = classifier_mask(context.model)
+
+    def initial_mask(self, model: tf.keras.Model) -> np.ndarray:
+        return classifier_mask(model)
+
+    def due(self, step: int) -> bool:
+        return step % self.interval_steps == 0
+
+    def state(self) -> Dict:
+        return {**super().state(), "selections": self.selections, "controller": self.controller.state(),
+                "probe_position": self.probe_position}
+
+    def load_state(self, state: Dict) -> None:
+        super().load_state(state)
+        self.selections = state["selections"]
+        self.controller.load_state(state["controller"])
+        self.probe_position = state["probe_position"]

@@ -160,8 +160,8 @@ class SparseUpdate(BudgetedScheme):
         with self.timed("dp"):
             self.mask = self.controller.select(importance) | classifier_mask(self.context.model)
         self.selected = True
-        return {"elastic/selected_fraction": float(self.mask.mean()),
-                "elastic/predicted_rho": self.controller.predicted_ms(self.mask) / self.controller.T_full_ms,
+        return {"selection/trained_fraction": float(self.mask.mean()),
+                "selection/predicted_ratio": self.controller.predicted_ms(self.mask) / self.controller.T_full_ms,
                 **memory_info(self.controller, self.mask)}
 
     def state(self) -> Dict:

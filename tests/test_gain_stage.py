@@ -240,7 +240,7 @@ def test_the_look_is_made_once_from_as_many_training_and_validation_batches_as_i
     assert (scheme.probe_position, scheme.held_out_position) == (4, 4) and np.isfinite(scheme.look).all()
     assert scheme.overhead["probe"] + scheme.overhead["probe_trace"] > 0
     assert scheme.sums == pytest.approx(stage_sums(scheme.look, scheme.block_of, scheme.stages))
-    assert (info["anchor/first_block"], info["anchor/stop_block"]) == scheme.stages[scheme.stage]
+    assert (info["gain_stage/first_block"], info["gain_stage/stop_block"]) == scheme.stages[scheme.stage]
     looked = scheme.look.copy()
     scheme.reselect(4)
     assert (scheme.probe_position, scheme.held_out_position) == (4, 4) and (scheme.look == looked).all()

@@ -24,7 +24,7 @@ def test_one_epoch_of_elastic_training_end_to_end(workdir, tfds_dir):
     tags, accumulator = _tags(str(run_dir))
     expected = {"accuracy/train", "loss/train", "under_the_hood/train/learning_rate", "summary/final_test_accuracy",
                 "summary/test_accuracy_at_best_val", "accuracy/validation", "loss/validation", "step_time/ratio",
-                "step_time/median_ms", "under_the_hood/elastic/selected_fraction",
+                "step_time/median_ms", "under_the_hood/selection/trained_fraction",
                 "under_the_hood/elastic/target_vs_achieved", "selection/all", "selection/each", "elastic/selection",
                 "elastic/blocks", "elastic/classifier", "elastic/importance"}
     assert expected <= tags, expected - tags
@@ -32,7 +32,7 @@ def test_one_epoch_of_elastic_training_end_to_end(workdir, tfds_dir):
     logged = Run(str(run_dir)).importances()  # the importance each selection was made on, read back
     assert [step for step, _ in logged] == [step for step, _ in Run(str(run_dir)).masks()]
     assert all(len(values) == len(Run(str(run_dir)).masks()[0][1]) and max(values) == 1.0 for _, values in logged)
-    assert len(accumulator.Tensors("under_the_hood/elastic/selected_fraction")) == 2  # selections at 0 and 0.5 epochs
+    assert len(accumulator.Tensors("under_the_hood/selection/trained_fraction")) == 2  # selections at 0 and 0.5 epochs
     assert len(accumulator.Tensors("selection/each")) == 2
     assert {"summary/final_test_accuracy", "summary/step_time_ratio", "summary/process_seconds",
             "summary/peak_memory_mb", "_hparams_/experiment", "_hparams_/session_start_info",

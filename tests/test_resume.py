@@ -20,6 +20,7 @@ from conftest import MAIN_BASE, run_main
 from run_outputs import RunOutputs, truncate_events
 from test_train import config, tiny_data, tiny_model, tiny_profile
 from train_step import make_optimizer
+from utils import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -188,7 +189,7 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, ca
     assert tf.train.latest_checkpoint(directory).endswith("ckpt-4")
     for path in tf.io.gfile.glob(os.path.join(directory, "ckpt-4.data-*")):
         os.remove(path)
-    with pytest.raises(train.UserError, match="no usable checkpoint .*ckpt-4"):
+    with pytest.raises(UserError, match="no usable checkpoint .*ckpt-4"):
         checkpoints.RunCheckpoints(outputs.run_dir, model, optimizer).restore()
 
 

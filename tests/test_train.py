@@ -665,13 +665,14 @@ def test_the_loop_reports_the_first_batches_classes_and_warns_on_a_class_sorted_
 
 
 def test_the_loop_warns_once_when_the_loss_is_still_at_chance_a_third_in(caplog):
-    """Issue 61: Loop.warn_at_chance (end_epoch calls it with the epoch's mean training loss)."""
+    """Issue 61: Loop.log_epoch (end_epoch calls it with the epoch's mean training loss)."""
     import logging
     import types
 
     loop = types.SimpleNamespace(config=config(num_classes=20, num_epochs=12), warned_at_chance=False)
     with caplog.at_level(logging.WARNING):
         for epoch, loss in enumerate([3.06, 3.00, 3.00, 3.00, 2.99, 2.99], 1):
-            train.Loop.warn_at_chance(loop, epoch, loss)
+            loop.state = types.SimpleNamespace(epoch=epoch - 1, best_accuracy=0.0, train_seconds=1.0)
+            train.Loop.log_epoch(loop, {"validation/accuracy": 0.05}, loss)
     warnings = [r.getMessage() for r in caplog.records if "no better than chance" in r.getMessage()]
     assert len(warnings) == 1 and "after 4 of 12 epochs" in warnings[0] and "--head_init zeros" in warnings[0]
