@@ -1,13 +1,10 @@
 """Checkpoints of a training run: everything needed to continue it where it stopped.
 
-A checkpoint holds, in one `tf.train.Checkpoint` written atomically by a
-`tf.train.CheckpointManager` (the last few kept): the model's variables (weights, BatchNorm
-statistics), the optimizer's (slots and iterations, hence where the learning-rate and
-weight-decay schedules are), the states of the random generators of augmentation and dropout
-(Keras leaves them out of a model's checkpoint) and the loop's state as JSON (epoch, position in
-the epoch, global step, best accuracy, wall time so far, the scheme's state such as the elastic
-selection and its closed-loop correction, the history). The data order needs no state: epoch e
-is shuffled with its own seed (data.Epochs), so a resumed run skips to its position.
+One `tf.train.Checkpoint`, written atomically by a `tf.train.CheckpointManager` (the last KEEP
+kept), holds the model's and the optimizer's variables (hence the schedules' position), the states
+of the augmentation and dropout generators (which Keras leaves out) and the loop's state as JSON
+(position, best accuracy, wall time, the scheme's state, the history). The data order needs no
+state: epoch e is shuffled with its own seed (data.Epochs), so a resumed run skips to its position.
 """
 from __future__ import annotations
 
@@ -150,8 +147,8 @@ class RunCheckpoints:
 
 
 def check_resumable(config) -> Optional[dict]:
-    """UserError unless the run can be resumed with this configuration (a TrainConfig); its summary when it
-    has already finished (nothing to resume)."""
+    """UserError unless the run can be resumed with this configuration (a TrainConfig); its summary
+    when it has already finished (nothing to resume), else None."""
     run_dir = os.path.join(config.logdir, config.run_name)
     if not os.path.isdir(run_dir):
         runs = sorted(name for name in os.listdir(config.logdir)

@@ -28,9 +28,6 @@ from schemes.probe import PROBE_MODES
 from train_step import OPTIMIZERS
 from utils import UserError, ensure_writable_dir, positive_int, read_json, str2bool
 
-DOCS = "README.md"  # where every flag is explained at length (the "Using it" section)
-
-
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     """The flags, over the defaults of a run's record when one is named: `--config PATH` (a
     run's config.json), or the run `--resume` continues (its own config.json, when it has one).

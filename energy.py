@@ -1,23 +1,20 @@
 """Energy as the device reports it: the readers, and a meter that integrates them while training.
 
-Readers (chosen by `--energy_meter`; `auto` takes the first readable one in this order):
+Readers (`--energy_meter`; `auto` takes the first readable one in this order):
 
 - `rapl`: Linux powercap, `/sys/class/powercap/intel-rapl:N/energy_uj` (Intel, and AMD since
-  Linux 5.8): cumulative microjoules per CPU package, wrapping at `max_energy_range_uj`. Only the
-  packages are summed (their sub-zones, core and uncore, are parts of them). Often root-only.
-- `ina3221`: the power monitors of NVIDIA Jetson boards. L4T 32 (Nano, TX2, Xavier) exposes
-  each rail's power in mW (`/sys/bus/i2c/drivers/ina3221x/*/iio:device*/in_power<K>_input`,
-  named by `rail_name_<K>`); newer L4T a hwmon device named ina3221 with millivolts
-  (`in<K>_input`) and milliamps (`curr<K>_input`) per rail. The board's input rail (`*IN*`: POM_5V_IN,
-  VDD_IN) is used alone when there is one, since it already contains the others; otherwise the rails
-  are summed. Power is sampled and integrated over time.
+  Linux 5.8): cumulative microjoules per CPU package (sub-zones are parts of them), wrapping at
+  `max_energy_range_uj`. Often root-only.
+- `ina3221`: NVIDIA Jetson power monitors, sampled and integrated over time. L4T 32 exposes each
+  rail's mW (`/sys/bus/i2c/drivers/ina3221x/*/iio:device*/in_power<K>_input`, named by
+  `rail_name_<K>`); newer L4T an `ina3221` hwmon device with mV (`in<K>_input`) and mA
+  (`curr<K>_input`). The board's input rail (`*IN*`: POM_5V_IN, VDD_IN) is used alone when
+  present, since it contains the others; otherwise the rails are summed.
 - `nvml`: NVIDIA GPUs' cumulative energy counter (`nvmlDeviceGetTotalEnergyConsumption`, Volta
-  and newer), summed over GPUs; needs NVIDIA's bindings, `pip install ".[nvml]"` (the
-  nvidia-ml-py package, module `pynvml`; the package named pynvml is deprecated).
+  and newer), summed over GPUs; needs `pip install ".[nvml]"` (nvidia-ml-py, module `pynvml`).
 
-Every reader measures the whole device (or package, or GPU), not this process alone: the figures
-mean something on a device that does nothing else, as in the paper's Fig. 23. Tests run the
-readers against fake sysfs trees; which ones were tried on real hardware is said in the README.
+Every reader measures the whole device (or package, or GPU), not this process: the figures mean
+something on a device that does nothing else, as in the paper's Fig. 23.
 """
 from __future__ import annotations
 
@@ -69,8 +66,8 @@ class RaplSource(Source):
         self.read()  # readable now (root-only on many kernels), or OSError
 
     def read(self) -> float:
-        """Joules since the first read, each package's wrap-around undone (read often enough
-        that a counter wraps at most once between reads; the meter reads every SAMPLE_SECONDS)."""
+        """Joules since the first read, each package's wrap-around undone (assumes at most one wrap
+        between reads; the meter reads every SAMPLE_SECONDS)."""
         for index, zone in enumerate(self.zones):
             value = _read_number(os.path.join(zone, "energy_uj")) / 1e6
             last = self.last[index]
@@ -200,9 +197,9 @@ class Meter:
 
 
 def open_meter(choice: str, log: Callable[[str], None] = print) -> Optional[Meter]:
-    """The meter `choice` names (`auto`: the first readable reader; `none`: None), started.
-    With `auto` and nothing readable, says so once through `log` and returns None; a named reader
-    that cannot be read is a UserError saying why."""
+    """The meter `choice` names (`auto`: the first readable reader; `none`: None), started. With
+    `auto` and nothing readable, says so once through `log` and returns None; a named reader that
+    cannot be read is a UserError saying why."""
     if choice == "none":
         return None
     root = sysfs_root()

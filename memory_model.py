@@ -1,24 +1,21 @@
-"""Peak memory of a training step as a function of the selection (docs/design.md §2): pure NumPy.
+"""Peak memory of a training step as a function of the selection (docs/design.md §2), pure NumPy.
 
 With d the deepest selected tensor and M the selection (forward order, as the profile lists them):
 
     step peak(M) = base + max(F, c + alpha * act[d]) + sum_k M[k] * grad[k]
 
-- act[d]: bytes of every layer input from tensor d's layer to the output, what the backward
-  pass down to d must keep (from the model's shapes; profile column `act_mb`).
-- grad[k]: tensor k's gradient (its size; column `grad_mb`). The optimizer's slots exist for
-  every tensor from the start (train.Loop creates them all, so checkpoints restore them), so
-  they are part of `base`, not of a selection's cost.
-- F (the floor): the forward pass's own transient peak; shallow selections all peak there. It
-  is the lowest measured step reaching into the backbone; the classifier's tensors alone cost
-  their own measured step (`head_mb`; with BatchNorm in training mode it is lower than F).
-  c and alpha: fitted on measured peaks of deeper selections.
-- base: what TensorFlow's allocator holds before the step (weights, slots, the batch, the input
-  pipeline's buffers), read live when a selection is made.
+- act[d]: bytes of every layer input from tensor d's layer to the output, which the backward pass
+  down to d keeps (profile column `act_mb`).
+- grad[k]: tensor k's gradient (column `grad_mb`). Optimizer slots exist for every tensor from the
+  start (so that checkpoints restore them) and belong to `base`.
+- F (the floor): the forward pass's own transient peak, where shallow selections all peak: the
+  lowest measured step reaching into the backbone. The classifier alone costs its own measured
+  step (`head_mb`; below F with BatchNorm training). c and alpha: fitted on deeper selections' peaks.
+- base: what TensorFlow's allocator holds before the step, read live at each selection.
 
-max(F, c + alpha * act[d]) depends on d alone, like the time model's backward-through cost, so the
-two-budget selector (selection_solver_DP.select_within_budgets) stays exact with it as the depth
-term. The profiler measures F, c and alpha on the device (profiler.measure_memory).
+The depth term depends on d alone, like the time model's error-gradient cost, so the two-budget
+selector (selection_solver_DP.select_within_budgets) stays exact with it. The profiler measures
+F, c and alpha on the device (profiler.measure_memory).
 """
 from __future__ import annotations
 
@@ -27,28 +24,26 @@ from typing import Dict, Mapping, Optional, Sequence
 import numpy as np
 
 import selection_solver_DP as solver
+from profile_tables import MEMORY_KEYS, has_memory_model  # noqa: F401  (a profile's memory columns)
 
-MEMORY_KEYS = ("floor_mb", "c_mb", "alpha")
 PROBE_COPIES = 5  # gradient-sized tensors the importance probe holds besides a pass's activations (probe_mb)
 ABOVE_FLOOR = 1.1  # with fewer than two depths whose steps (gradients off) pass 1.1 F, no line is fitted (fit)
 
 
 def fit(rows: Sequence[Mapping]) -> Dict[str, float]:
-    """F, c and alpha from measured steps: rows of {act_mb (of the deepest selected tensor),
-    grad_mb (sum over the selection), measured_mb (peak above what was allocated before)}; the
-    first row must be the classifier-only step (it gives the classifier's own step, `head_mb`), the
-    lowest of the others F. c and alpha minimise the squared
-    error (MB) of max(F, c + alpha * act) + grad over every row (a grid, zoomed in three times),
-    so steps at the floor do not pull the line as a least-squares line through them would (with
-    BatchNorm in training mode that line missed held-out steps by 22-23 % against 11-12 %). With fewer than two depths above
-    ABOVE_FLOOR * F, the line through the origin that covers them all (a safe side, c = 0)."""
+    """F, c and alpha from measured steps: rows of {act_mb (of the deepest selected tensor), grad_mb
+    (sum over the selection), measured_mb (peak above what was allocated before)}. The first row must
+    be the classifier-only step (it gives `head_mb`); the lowest of the others is F. c and alpha
+    minimise the squared error (MB) of max(F, c + alpha * act) + grad over every row (a grid, zoomed in
+    three times), so that steps at the floor do not pull the line as a least-squares line would
+    (docs/benchmarks/memory.md). With fewer than two depths above ABOVE_FLOOR * F, the line through
+    the origin that covers them all (c = 0, the safe side)."""
     if not rows:
         raise ValueError("memory calibration needs at least the classifier-only step")
     act, grad, measured = (np.array([float(row[key]) for row in rows]) for key in ("act_mb", "grad_mb", "measured_mb"))
     kept = measured - grad  # what the depth term must explain
     head = max(0.0, float(kept[0]))
-    # Steps reaching into the backbone may start higher than the classifier's (with BatchNorm in
-    # training mode, by about 40 MB on MobileNetV2 at 128 px): their floor is the lowest of theirs.
+    # Steps into the backbone may start above the classifier's (BatchNorm training): their own floor.
     act, grad, measured, kept = act[1:], grad[1:], measured[1:], kept[1:]
     floor = max(0.0, float(kept.min())) if len(kept) else head
     fitted = {"head_mb": head, "floor_mb": floor}
@@ -69,14 +64,6 @@ def fit(rows: Sequence[Mapping]) -> Dict[str, float]:
         alphas = np.linspace(max(0.0, alpha - 2 * alpha_step), alpha + 2 * alpha_step, 41)
         constants = np.linspace(constant - 2 * constant_step, constant + 2 * constant_step, 41)
     return {**fitted, "c_mb": constant, "alpha": alpha}
-
-
-def has_memory_model(profile: Mapping) -> bool:
-    """Whether a profile carries the memory columns and a fitted model (older profiles do
-    not)."""
-    memory = profile.get("memory")
-    return (isinstance(memory, Mapping) and all(key in memory for key in MEMORY_KEYS)
-            and all("act_mb" in t and "grad_mb" in t for t in profile.get("tensors", [])))
 
 
 class MemoryModel:
@@ -115,11 +102,10 @@ class MemoryModel:
         return float(solver.predicted_peak(self.depth_mb[::-1], self.grad_mb[::-1], backward))
 
     def probe_mb(self, chunks: int = 1) -> float:
-        """Predicted peak of the importance probe (schemes.probe.ImportanceProbe) with its batch
-        cut into `chunks` micro-batches: the deepest step's activations over `chunks`, and
-        PROBE_COPIES gradient-sized copies (a chunk's gradients, their running sum, the snapshots
-        of the weights and the optimizer's slots the probe restores, the weights before its trial
-        update). Measured on MobileNetV2 at 128 px: 262 MB in 3 chunks against 275 predicted."""
+        """Predicted peak of the importance probe (schemes.probe.ImportanceProbe) with its batch cut into
+        `chunks` micro-batches: the deepest step's activations over `chunks`, plus PROBE_COPIES
+        gradient-sized copies (a chunk's gradients, their sum, the weights and optimizer slots the probe
+        restores, the weights before its trial update; docs/benchmarks/memory.md)."""
         full = float(self.depth_mb[0])
         return max(self.floor_mb, full / chunks) + PROBE_COPIES * float(self.grad_mb.sum())
 

@@ -1,21 +1,17 @@
 """Pure functions of the profiler: op-stats table + step structure -> per-tensor timing table.
 
-No TensorFlow here: `profiler.py` measures and extracts the structure of the training step's
-graph; this module turns that into `t_dw` / `t_dy` per tensor (docs/design.md §1) and reads and
-writes the profile files (§4).
+No TensorFlow: profiler.py measures and extracts the training step's graph structure; this module
+turns it into `t_dw` / `t_dy` per tensor (docs/design.md §1) and reads and writes profiles (§3).
 
-The structure says, for every backward or optimizer-update op of the training step, which
-trainable tensors' gradients it feeds (its "reach", from the gradient graph). In backward order
-(index 0 = nearest the loss):
-- an op that feeds one tensor only is that tensor's weight-gradient work (t_dw);
-- an op that feeds several tensors of one layer is split evenly between them (t_dw);
-- an op that feeds tensors of several layers carries the error gradient: it must run as soon
-  as the deepest selected tensor is at or below the shallowest layer it feeds, so it is charged
-  to t_dy of the tensor just above that layer. BatchNorm's fused gradient op is one such op:
-  it yields d_gamma, d_beta and d_input in one kernel that runs in full whenever the
-  BatchNorm is on the backward path, so its time is the path's (t_dy), and gamma/beta pay only
-  their optimizer update (t_dw);
-- an op that feeds every layer including the classifier's (the loss gradient) is part of any
+The structure says which trainable tensors' gradients each backward or update op feeds (its
+"reach"). In backward order (index 0 = nearest the loss):
+- an op feeding one tensor, or several tensors of one layer (split evenly), is weight-gradient
+  work (t_dw);
+- an op feeding tensors of several layers carries the error gradient: it runs as soon as the
+  deepest selected tensor is at or below the shallowest layer it feeds, so it is charged to t_dy
+  of the tensor just above that layer. BatchNorm's fused gradient op (d_gamma, d_beta and d_input
+  in one kernel) is one: its time is the path's, and gamma/beta pay only their update (t_dw);
+- an op feeding every layer including the classifier's (the loss gradient) is part of any
   non-empty step and stays unattributed.
 """
 from __future__ import annotations
@@ -28,7 +24,6 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-import memory_model
 from utils import UserError, read_json
 
 # Column ids of xprof's framework_op_stats table (labels differ between plugin versions).
@@ -77,11 +72,10 @@ def attribute_ops(rows: Sequence[Mapping], structure: Mapping
         rows: op-stats rows with "operation" names, "occurrences" and "total_self_time" (us).
         structure: {"tensors": [names, forward order], "shapes": [...], "points": [layer id
             per tensor], "ops": {op name: {"kind": "backward"|"update", "tensors": [indices]}}}.
-
     Returns:
-        (t_dw, t_dy, gradient_ms, unattributed) with t_dw/t_dy in forward order (t_dy[k] is
-        tensor k's backward-order t_dy), gradient_ms the total backward+update op time per
-        step, and unattributed {op name: ms} for gradient work charged to no tensor.
+        (t_dw, t_dy, gradient_ms, unattributed): t_dw/t_dy in forward order (t_dy[k] is tensor k's
+        backward-order t_dy), gradient_ms the backward+update op time per step, unattributed
+        {op name: ms} for gradient work charged to no tensor.
     """
     iterations = traced_steps(rows, structure)
     count = len(structure["tensors"])
@@ -134,21 +128,19 @@ def time_parts(t_dw: Sequence[float], t_dy: Sequence[float], selected: Sequence[
 def fit_time_model(head: Tuple[float, float], path: Tuple[float, float], full: Tuple[float, float],
                    head_ms: float, path_ms: Optional[float], full_ms: float,
                    more: Sequence[Tuple[Tuple[float, float], float]] = ()) -> Tuple[float, float, float]:
-    """Fit step(M) = T_fp + a * dW(M) + b * dY(M) to measured training steps.
+    """Fit step(M) = T_fp + a * dW(M) + b * dY(M) to measured training steps; returns (T_fp, a, b),
+    or raises UserError when no fit is positive (a noisy machine).
+
+    Weight-gradient ops overlap with the error-gradient chain on multi-core CPUs, so they cost less in
+    a full step than alone; separate scales keep deep, sparse selections (mostly chain) from being
+    under-predicted.
 
     Args:
-        head, path, full: (dW, dY) op times of the classifier-only, deepest-layer-only ("path":
-            the whole error-gradient chain, almost no weight gradients) and full selections.
+        head, path, full: (dW, dY) op times of the classifier-only, deepest-layer-only ("path": the
+            whole error-gradient chain, almost no weight gradients) and full selections.
         head_ms, path_ms, full_ms: their measured step times (path_ms None: one shared scale).
-        more: ((dW, dY), measured ms) of further selections (random ones, in the profiler). With
-            them and path_ms, the fit is least squares over all the steps (relative errors), so
-            no one selection's noise or oddity sets a scale; else head, path and full are fitted
-            exactly.
-
-    Returns:
-        (T_fp, a, b). Weight-gradient ops overlap with the error-gradient chain on multi-core
-        CPUs, so they are cheaper in a full step than alone; separate scales keep deep, sparse
-        selections (mostly chain) from being under-predicted.
+        more: ((dW, dY), measured ms) of further selections. With them and path_ms the fit is least
+            squares over all steps (relative errors); else head, path and full are fitted exactly.
     """
     if full_ms <= head_ms or sum(full) <= sum(head):
         raise UserError(f"cannot calibrate the time model: a full step took {full_ms:.3g} ms and a "
@@ -177,13 +169,10 @@ def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float,
                  more: Sequence[Tuple[Sequence[int], float]] = ()) -> Dict:
     """The profile dict of docs/design.md §3 from op stats, step structure and measured steps.
 
-    Op times overlap (TensorFlow runs independent ops on several threads) and carry profiler
-    overhead, and a training step's forward pass costs more than a bare forward pass (it keeps
-    activations for the backward pass). So op times are calibrated on measured training steps:
-    the classifier alone (`head_ms`), the deepest layer alone (`path_ms`), every tensor
-    (`full_ms`) and, in `more`, further selections (selected forward indices, measured ms); with
-    those, by least squares, else the first three exactly (see fit_time_model). T_fp is the part
-    of a step that no selection changes (forward pass, loss, per-step overhead).
+    Op times overlap across threads and carry profiler overhead, and a training step's forward pass
+    costs more than a bare one, so op times are calibrated (fit_time_model) on measured steps: the
+    classifier alone (`head_ms`), the deepest layer alone (`path_ms`), every tensor (`full_ms`) and, in
+    `more`, further selections (forward indices, ms). T_fp is the part of a step no selection changes.
     """
     t_dw, t_dy, gradient_ms, unattributed = attribute_ops(rows, structure)
     everything = range(len(t_dw))
@@ -204,9 +193,8 @@ def timing_table(rows: Sequence[Mapping], structure: Mapping, *, head_ms: float,
 
 def profile_name(model_name: str, input_size: int, num_classes: int, batch_size: int,
                  bn_mode: str = "frozen", gradient_filter: Sequence[int] = (0, 0)) -> str:
-    """The original's file stem <model>_<input>_<classes>_<batch>_profile; profiles of the
-    non-default BatchNorm mode get `_bntrain`, and of a gradient-filtered model `_gf<r>x<blocks>`,
-    before `_profile`, so that all of them can coexist."""
+    """The original's file stem <model>_<input>_<classes>_<batch>_profile, with `_bn<mode>` for the
+    non-default BatchNorm mode and `_gf<r>x<blocks>` for a gradient filter before `_profile`."""
     mode = "" if bn_mode == "frozen" else f"_bn{bn_mode}"
     radius, blocks = gradient_filter
     filtered = f"_gf{radius}x{blocks}" if radius else ""
@@ -281,6 +269,16 @@ def check_profile_matches(profile: Mapping, path: str, *, model_name: str, input
                         f"Make the right one with: {command}")
 
 
+MEMORY_KEYS = ("floor_mb", "c_mb", "alpha")  # the fitted memory model a profile carries
+
+
+def has_memory_model(profile: Mapping) -> bool:
+    """Whether a profile carries the memory columns and a fitted model (older profiles do not)."""
+    memory = profile.get("memory")
+    return (isinstance(memory, Mapping) and all(key in memory for key in MEMORY_KEYS)
+            and all("act_mb" in t and "grad_mb" in t for t in profile.get("tensors", [])))
+
+
 def load_profile_for(config, model) -> Dict:
     """The timing profile a run (its TrainConfig) needs, checked against its Keras model, input,
     classes, batch, BatchNorm mode and gradient filter; UserError when it is missing or does not match."""
@@ -295,7 +293,7 @@ def load_profile_for(config, model) -> Dict:
         num_classes=config.num_classes, batch_size=config.batch_size,
         tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command=command,
         bn_mode=config.bn_mode, gradient_filter=config.gradient_filter)
-    if config.memory_budget_mb and not memory_model.has_memory_model(profile):
+    if config.memory_budget_mb and not has_memory_model(profile):
         raise UserError(f"--memory_budget_mb needs a profile with a memory model, and {config.profile} has none "
                         f"(made before profiles measured memory, or where TensorFlow's allocator keeps no "
                         f"statistics). Measure it again with: {command} --force")

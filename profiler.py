@@ -2,11 +2,9 @@
 
     python profiler.py --model_name resnet50 --input_size 224 --num_classes 200 --batch_size 4
 
-Records real training steps under the TensorFlow profiler (viewable in TensorBoard's Profile
-tab), converts the trace with xprof's `framework_op_stats` tool into the op-stats table
-(saved as CSV), maps every gradient and optimizer op to the tensors it serves from the
-structure of the step's gradient graph (no per-model name patterns), and saves per-tensor
-`t_dw` / `t_dy` with the measured forward, backward and full-step times as JSON.
+Traces real training steps (TensorBoard's Profile tab), turns the trace into xprof's op-stats
+table (CSV), maps every gradient and optimizer op to its tensors through the step's gradient graph,
+and saves per-tensor `t_dw` / `t_dy` with the measured forward, backward and full steps (JSON).
 """
 import tf_environment  # noqa: F401  (first: prepares TensorFlow's environment before TensorFlow loads)
 import argparse
@@ -327,24 +325,12 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
                   repeats: int = 12, logdir: Optional[str] = None, csv_path: Optional[str] = None,
                   optimizer: str = "sgd", meta: Optional[Dict] = None,
                   from_trace: Optional[str] = None, seed: int = 0) -> Dict:
-    """Profile one training step of `model` (any Keras model built from standard layers).
-
-    Args:
-        model: the model; its weights are restored afterwards.
-        batch_size: examples per step (the input shape is the model's).
-        num_iterations: training steps recorded in the trace.
-        repeats: timed steps of each calibration selection (calibration_steps), in
-            CALIBRATION_ROUNDS rounds; the rounds' median calibrates, their spread is kept.
-        logdir: where the trace goes (TensorBoard profile log dir); a temp dir if None.
-        csv_path: where to save the op-stats table, if given.
-        optimizer: "sgd" (SGDW, momentum) or "adam"; its update is part of each tensor's t_dw.
-        meta: extra keys for the table (model_name, input_size, num_classes, ...).
-        from_trace: use the trace in this log dir instead of recording one.
-        seed: seed of the random batch.
-
-    Returns:
-        The timing table of docs/design.md §3 (tensors in model.trainable_weights order).
-    """
+    """The timing table (docs/design.md §3, tensors in model.trainable_weights order) of one
+    training step of `model` at `batch_size`, with `optimizer`'s update in each tensor's t_dw:
+    `num_iterations` steps traced into `logdir` (a temporary folder if None; `from_trace` reads an
+    existing trace instead), the op-stats table saved to `csv_path` when given, `repeats` timed steps
+    of each calibration selection in CALIBRATION_ROUNDS rounds, `meta` added to the table. The
+    model's weights are restored afterwards."""
     if not model.trainable_weights:
         raise UserError("the model has no trainable tensors: there is nothing to profile")
     if batch_size < 1 or num_iterations < 1 or repeats < 1:
@@ -473,17 +459,11 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
                         steps: int = 10, optimizer: str = "sgd", seed: int = 0, rounds: int = 3) -> List[Dict]:
     """Train random selections and compare predicted with measured step times (a benchmark).
 
-    Besides `selections` random masks, times the classifier alone ("head"), the deepest layer
-    alone ("path") and every tensor ("full"), in alternating blocks of consecutive steps, in
-    `rounds` rounds of `steps` steps each. A selection's measured time is the median of its
-    rounds' typical (25th-percentile) times, and its `spread` (largest minus smallest round over
-    that median) is the measurement's own noise: no time model can be judged below it. Compares
-    the measured times with the saved profile's predictions, with them
-    scaled by the live anchor as exact-mode training applies it (the probe's full gradients,
-    timed here among the steps, against the profile's `T_grad_ms`), and with the profile
-    re-anchored to this session's head, path and full steps. With the profile's memory model and
-    the allocator's statistics, each step's measured peak above what was allocated before it is
-    compared with the model's too (`predicted_mb`, `measured_mb`, `memory_error`).
+    Times `selections` random masks and the head, path and full steps in alternating blocks, in
+    `rounds` rounds of `steps` steps; a selection's time is its rounds' median and its `spread`
+    the rounds' range over it (the measurement's own noise). Predictions: the profile's as saved,
+    scaled by the live anchor (the probe's pass timed here against `T_grad_ms`), and re-anchored to
+    this session's head, path and full steps; with a memory model, each step's peak too.
     """
     points = tensor_points(model)
     as_mask = lambda indices: np.isin(np.arange(len(points)), indices).astype(np.uint8)  # noqa: E731

@@ -5,9 +5,8 @@ Layout of a run named R under --logdir L:
                           HParams (settings, results, status)
     L/R/config.json       the resolved configuration
     L/R/last_good.h5      when the loss diverged: weights at the end of the last finite epoch
-    L/R/best_validation.npz  while it trains, written with each checkpoint: the validation-best
-                          epoch's weights, which the test set sees after the last epoch (removed
-                          when the run finishes)
+    L/R/best_validation.npz  with each checkpoint, the validation-best epoch's weights, tested
+                          after the last epoch and then removed
     L/R/checkpoints/      checkpoints to resume from (checkpoints.py)
     L/R/summary.json      final summary (best accuracy, wall time, speedup)
     L/R.txt               with --save_txt: the original's "time (h), accuracy (%)" line and more
@@ -47,9 +46,8 @@ class Setting:
     description: str = ""
 
 
-# The settings TensorBoard's HParams dashboard knows (hparams_config), the same for every run so
-# that any run's declaration serves the whole log folder. TensorBoard 2.15 sorts them by
-# (not differs, name) and shows the first five: `differs` marks the five runs are compared by.
+# The settings the HParams dashboard knows, the same for every run so that any run's declaration
+# serves the log folder. TensorBoard shows the first five by (not differs, name): `compared` sets differs.
 SETTINGS = (
     Setting("train_type", True, "the scheme (--train_type)"),
     Setting("rho", True, "the step-time budget (--rho; schemes with a time budget only)"),
@@ -134,10 +132,9 @@ class RunOutputs:
         return self._writer
 
     def resume(self, saved_at: float, step: int, masks: List[List[int]]) -> int:
-        """Continue a run's events from a checkpoint written at `saved_at` (epoch seconds) after
-        `step`: events written after it (the lost part of the interrupted session) are removed, so
-        curves go on with no step twice; the pictures of selections continue from `masks` (their
-        steps read back from the kept events). Returns the events removed."""
+        """Continue a run's events from a checkpoint written at `saved_at` (epoch seconds) after `step`:
+        events written later (the interrupted session's lost part) are removed, so curves show no step
+        twice; the selection pictures continue from `masks`. Returns the number of events removed."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -154,9 +151,8 @@ class RunOutputs:
         atomic_write_json(os.path.join(self.run_dir, "config.json"), dataclasses.asdict(config))
 
     def hparams(self, config, budgeted: bool, periodic: bool) -> None:
-        """Declare SETTINGS and RESULTS to TensorBoard's HParams dashboard and record the run's
-        settings that apply to its scheme (applied_settings); the results follow when the run has
-        finished (summary)."""
+        """Declare SETTINGS and RESULTS to the HParams dashboard and record the run's applied_settings;
+        the results follow when the run has finished (summary)."""
         from tensorboard.plugins.hparams import api as hp
         from tensorboard.plugins.hparams import plugin_data_pb2
 
@@ -217,9 +213,8 @@ class RunOutputs:
         self.writer.flush()
 
     def flush_pictures(self) -> None:
-        """Write the pictures of the selections logged since the last call, at their steps, for
-        TensorBoard's Images tab: every selection so far, and the new one alone. Drawing takes a
-        fraction of a second, so the loop calls this outside training time."""
+        """Write the pictures of the selections logged since the last call, at their steps (every selection
+        so far, and the new one alone); drawing is slow, so the loop calls this outside training time."""
         if self._drawn == len(self._selections):
             return
         with self.writer.as_default():
@@ -340,10 +335,9 @@ def provenance(argv: Sequence[str], weights: str) -> Dict[str, Optional[object]]
 
 
 def truncate_events(run_dir: str, until: float, last_step: Optional[int] = None) -> int:
-    """Keep only the events of `run_dir` written at or before `until` (wall time) and, when
-    given, at steps up to `last_step` (a guard should the clock have stepped back): rewrite them
-    into one file (atomically) in place of the old ones. A record cut short by a crash ends its
-    file. Returns how many events were dropped."""
+    """Keep only the events of `run_dir` written at or before `until` (wall time) and, when given, at
+    steps up to `last_step` (in case the clock stepped back), rewritten atomically into one file; a
+    record cut short by a crash ends its file. Returns how many events were dropped."""
     from tensorboard.compat.proto import event_pb2
 
     files = sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*")))

@@ -1,10 +1,8 @@
-"""The picture of a run's selections, one drawing for TensorBoard and for the heat maps a study
-commits: tensors from the input (bottom) to the classifier (top), the backbone's blocks named
-along the side, one band per selection (dark = trained), each band labelled with its step and
-epoch, the classifier marked.
+"""The picture of a run's selections, for TensorBoard and for a study's heat maps: tensors from the
+input (bottom) to the classifier (top, marked), block names along the side, one band per selection
+(dark = trained) labelled with its step and epoch.
 
-Imports no TensorFlow (experiments/plot.py draws the heat maps without it); matplotlib is
-imported when a picture is drawn.
+Imports no TensorFlow (experiments/plot.py draws without it); matplotlib is imported when drawing.
 """
 from __future__ import annotations
 
@@ -12,9 +10,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-# TensorBoard 2.15 shows an image at the width of its card (about 350 pixels in the Images tab,
-# 370 in Time Series) unless one ticks "Show actual image size": drawn at that width, nothing
-# is scaled away.
+# TensorBoard shows an image at its card's width (about 350 px) unless "Show actual image size" is
+# ticked: drawn at that width, nothing is scaled away.
 WIDTH_PX = 350
 ROW_PX = (2, 14)  # a tensor's row height in the TensorBoard picture, at least and at most
 ROWS_PX = (120, 340)  # the tensor rows' total height there, at least and at most
@@ -56,11 +53,10 @@ def draw(axis, masks: np.ndarray, edges: Sequence[float], labels: Sequence[str],
          blocks: Sequence[Tuple[str, int]], classifier: Optional[int],
          shades: Optional[Sequence[float]] = None, fontsize: float = 7) -> None:
     """Draw the selections `masks` (selections x tensors, 1 = trained) on a matplotlib `axis`:
-    selection i fills x from edges[i] to edges[i + 1] and is labelled labels[i] above; rows are
-    tensors (input at the bottom); grey lines where `blocks` (name, first tensor) begin and an
-    the classifier's trained cells in orange (its first tensor `classifier`, None: not known); `shades`:
-    how dark each selection's trained cells are (1: black). Block names that would overlap at the
-    axis's size are left out (block_ticks)."""
+    selection i fills x from edges[i] to edges[i + 1], labelled labels[i] above; rows are tensors
+    (input at the bottom), grey lines where `blocks` (name, first tensor) begin, the classifier's
+    trained cells (from its first tensor `classifier`; None: not known) in orange. `shades`: how dark
+    each selection's cells are (1: black). Overlapping block names are left out (block_ticks)."""
     from matplotlib.colors import LinearSegmentedColormap
 
     masks = np.asarray(masks, dtype=float)

@@ -81,11 +81,8 @@ def _as_times(t_dy: ArrayLike, t_dw: ArrayLike, integer: bool = False,
 def backward_time(t_dy: ArrayLike, t_dw: ArrayLike, M: ArrayLike) -> float | int:
     """T_bp(M): selected weight-gradient times plus error propagation down to the deepest one.
 
-    Args:
-        t_dy, t_dw: per-tensor times in backward order (ints or floats).
-        M: 0/1 selection in backward order.
-    Returns:
-        The backward time, in the same units (an int if both time arrays are integers).
+    `t_dy`, `t_dw` (times) and `M` (0/1) are in backward order; the result is in the times' units,
+    an int when both time arrays are integers.
     """
     t_dy, t_dw, selected = np.asarray(t_dy), np.asarray(t_dw), np.asarray(M).astype(bool)
     if not len(t_dy) == len(t_dw) == len(selected):
@@ -100,13 +97,12 @@ def _solve(t_dy: np.ndarray, t_dw: np.ndarray, importance: np.ndarray,
            budget: int) -> tuple[float, np.ndarray]:
     """Exact optimum for validated int64 times and an integer budget, in O(N * budget).
 
-    Fix the deepest selected index d: its cost is prefix_dy[d] + t_dw[d] plus the t_dw of any
-    shallower tensors, whose t_dy are already paid. So the best selection with deepest index d is
-    I[d] + K_d(budget - prefix_dy[d] - t_dw[d]), where K_d is a 0/1 knapsack over items 0..d-1
-    (weights t_dw, values I; items with I <= 0 never raise the value, so they are left out).
-    Every selection has exactly one deepest index, so the max over d (and 0 for the empty
-    selection) is the exact optimum. K_{d+1}(c) = max(K_d(c), K_d(c - w_d) + I_d) is built as
-    one vectorised max per item; a boolean table of "item taken" rebuilds the chosen set.
+    Selecting d as the deepest index costs prefix_dy[d] + t_dw[d]; shallower tensors then cost only
+    their t_dw. So the best selection with deepest index d is I[d] + K_d(budget - prefix_dy[d] -
+    t_dw[d]), K_d a 0/1 knapsack over items 0..d-1 (weights t_dw, values I; items with I <= 0 left
+    out), and the max over d (and 0 for the empty selection) is the exact optimum. K_{d+1}(c) =
+    max(K_d(c), K_d(c - w_d) + I_d) is one vectorised max per item; a boolean "item taken" table
+    rebuilds the chosen set.
     """
     count = len(t_dw)
     mask = np.zeros(count, dtype=np.uint8)
@@ -236,15 +232,14 @@ def select_within_budgets(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, act_mb: ArrayL
                           I: ArrayLike, budget_ms: float, memory_mb: float, resolution: int = 1000,
                           memory_resolution: int = 200) -> tuple[float, np.ndarray]:
     """Best selection whose backward time fits budget_ms and whose memory above the fixed part
-    (predicted_peak) fits memory_mb: exact on the quantised problem, and never over either budget
-    in real units (times and sizes are rounded up, budgets down).
+    (predicted_peak) fits memory_mb: exact on the quantised problem, never over either budget in real
+    units (times and sizes rounded up, budgets down).
 
     Args:
-        t_dy_ms, t_dw_ms: times in milliseconds, backward order.
+        t_dy_ms, t_dw_ms, I: times in ms and importance, backward order.
         act_mb: activation memory kept when each tensor is the deepest selected, backward order.
         grad_mb: each tensor's gradient, backward order (optimizer slots exist for every tensor
             from the start, so they belong to the fixed part).
-        I: importance per tensor, backward order.
         budget_ms, memory_mb: the two budgets (>= 0).
         resolution, memory_resolution: quantisation units for the total time and the largest peak.
     Returns:
@@ -268,14 +263,10 @@ def select_within_budgets(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, act_mb: ArrayL
 
 def selection_DP(t_dy: ArrayLike, t_dw: ArrayLike, I: ArrayLike,
                  rho: float) -> tuple[float, np.ndarray]:
-    """Maximise sum(I[M]) subject to T_bp(M) <= floor(rho * sum(t_dw + t_dy)).
+    """Maximise sum(I[M]) subject to T_bp(M) <= floor(rho * sum(t_dw + t_dy)) (docs/design.md §2).
 
-    Args:
-        t_dy, t_dw: non-negative integer (quantised) times in backward order.
-        I: importance per tensor in backward order.
-        rho: fraction of the total backward time allowed, in [0, 1].
-    Returns:
-        (max_importance, M) with M a uint8 0/1 array; the empty selection scores 0.0.
+    `t_dy`, `t_dw`: non-negative integer (quantised) times and `I` importance, backward order; `rho`
+    in [0, 1]. Returns (max_importance, M), M a uint8 0/1 array; the empty selection scores 0.0.
     """
     t_dy, t_dw = _as_times(t_dy, t_dw, integer=True)
     importance = _as_importance(I, len(t_dw))
@@ -287,14 +278,9 @@ def selection_DP(t_dy: ArrayLike, t_dw: ArrayLike, I: ArrayLike,
 
 def quantize_times(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike,
                    resolution: int = 1000) -> tuple[np.ndarray, np.ndarray, float]:
-    """Scale float milliseconds to integers, rounding up so no time is under-counted.
-
-    Args:
-        t_dy_ms, t_dw_ms: times in milliseconds, backward order.
-        resolution: integer units the total time sum(t_dy_ms + t_dw_ms) is mapped to.
-    Returns:
-        (t_dy_q, t_dw_q, units_per_ms) with t_q = ceil(t_ms * units_per_ms) as int64.
-    """
+    """Scale float ms (backward order) to int64 units, rounding up so no time is under-counted:
+    (t_dy_q, t_dw_q, units_per_ms), t_q = ceil(t_ms * units_per_ms), with the total time mapped to
+    `resolution` units."""
     t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
     if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)) \
             or resolution < 1:
@@ -308,16 +294,9 @@ def quantize_times(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike,
 
 def select_within_budget(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, I: ArrayLike,
                          budget_ms: float, resolution: int = 1000) -> tuple[float, np.ndarray]:
-    """Best selection whose float backward time fits budget_ms (exact on quantised times).
-
-    Args:
-        t_dy_ms, t_dw_ms: times in milliseconds, backward order.
-        I: importance per tensor, backward order.
-        budget_ms: backward-time budget in ms (>= 0).
-        resolution: quantisation units for the total time (see quantize_times).
-    Returns:
-        (max_importance, M) with backward_time(t_dy_ms, t_dw_ms, M) <= budget_ms.
-    """
+    """Best selection M whose float backward time fits budget_ms (>= 0), exact on quantised times
+    (`resolution`, see quantize_times): (max_importance, M), backward order like the times and I,
+    with backward_time(t_dy_ms, t_dw_ms, M) <= budget_ms."""
     t_dy_q, t_dw_q, units_per_ms = quantize_times(t_dy_ms, t_dw_ms, resolution)
     importance = _as_importance(I, len(t_dw_q))
     if not (isinstance(budget_ms, (int, float, np.number)) and math.isfinite(budget_ms)
@@ -336,14 +315,8 @@ def _budget_units(budget_ms: float, units_per_ms: float, t_dy_q: np.ndarray, t_d
 
 
 def backward_budget_ms(rho: float, T_fp_ms: float, T_full_ms: float) -> float:
-    """Backward budget for a step-time target: rho * T_full - T_fp (measured times).
-
-    Args:
-        rho: wanted step time as a fraction of the full training step, in (0, 1].
-        T_fp_ms, T_full_ms: measured forward and full-step times, 0 <= T_fp < T_full.
-    Returns:
-        The budget in ms (negative when rho * T_full is below the forward time).
-    """
+    """Backward budget rho * T_full - T_fp in ms (negative when rho * T_full is below the forward
+    time), for rho in (0, 1] and measured times with 0 <= T_fp < T_full (ValueError otherwise)."""
     if not (isinstance(rho, (int, float, np.number)) and 0.0 < float(rho) <= 1.0):
         raise ValueError(f"rho must be a number in (0, 1], got {rho!r}")
     if not (math.isfinite(T_fp_ms) and math.isfinite(T_full_ms) and 0 <= T_fp_ms < T_full_ms):
@@ -363,14 +336,8 @@ def _cheapest_ms(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike) -> float:
 
 def smallest_feasible_rho(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, T_fp_ms: float,
                           T_full_ms: float) -> float:
-    """Smallest rho whose budget pays for the cheapest single tensor, (T_fp + cheapest) / T_full.
-
-    Args:
-        t_dy_ms, t_dw_ms: times in ms, backward order (at least one tensor).
-        T_fp_ms, T_full_ms: measured forward and full-step times.
-    Returns:
-        The rho; it may exceed 1 when no rho is feasible.
-    """
+    """Smallest rho whose budget pays for the cheapest single tensor, (T_fp + cheapest) / T_full
+    (times in ms, backward order, at least one tensor); above 1 when no rho is feasible."""
     backward_budget_ms(1.0, T_fp_ms, T_full_ms)  # validates the two times
     return (T_fp_ms + _cheapest_ms(t_dy_ms, t_dw_ms)) / T_full_ms
 
@@ -380,22 +347,16 @@ PAPER_UNITS = 1000  # the original quantises the backward pass to this many unit
 
 
 def paper_backward_fraction(rho: float) -> float:
-    """The original's rho -> backward fraction under its 2:1 FLOPs rule: (rho - 1/3) * 3/2.
-
-    The rule assumes the forward pass is a third of a training step, so a step-time target rho
-    leaves (rho - 1/3) of the step, i.e. (rho - 1/3) * 3/2 of the backward pass.
-    """
+    """The original's rho -> backward fraction, (rho - 1/3) * 3/2: its 2:1 FLOPs rule takes the
+    forward pass as a third of a step, so rho leaves (rho - 1/3) of the step for the backward pass."""
     return (float(rho) - 1.0 / 3.0) * 1.5
 
 
 def paper_quantize(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike,
                    units: int = PAPER_UNITS) -> tuple[np.ndarray, np.ndarray, float]:
     """The original's downscaling: each time floored to 1/units of the total backward time.
-
-    Returns:
-        (t_dy_q, t_dw_q, disco): int64 units (tensors under 1/units of the total cost 0, as
-        there) and disco, the share of the units left after flooring.
-    """
+    Returns (t_dy_q, t_dw_q, disco): int64 units (tensors under 1/units cost 0, as there) and disco,
+    the share of the units left after flooring."""
     t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
     total = float(t_dy.sum() + t_dw.sum())
     scale = units / total if total > 0 else 0.0
@@ -411,12 +372,9 @@ def paper_disco(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, units: int = PAPER_UNITS
 
 
 def paper_problem(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, rho: float) -> tuple[np.ndarray, np.ndarray, int]:
-    """The selection problem exactly as the original poses it for a rho: floored times and the
-    integer budget int(rho_b * disco * sum(floored)), rho_b = (rho - 1/3) * 3/2.
-
-    Returns:
-        (t_dy_q, t_dw_q, budget_units); the budget is negative when rho <= 1/3.
-    """
+    """The selection problem as the original poses it for a rho: (t_dy_q, t_dw_q, budget_units),
+    floored times and the budget int(rho_b * disco * sum(floored)), rho_b = (rho - 1/3) * 3/2;
+    negative when rho <= 1/3."""
     t_dy_q, t_dw_q, disco = paper_quantize(t_dy_ms, t_dw_ms)
     fraction = paper_backward_fraction(rho) * disco
     return t_dy_q, t_dw_q, math.floor(fraction * int(t_dy_q.sum() + t_dw_q.sum()))
@@ -448,15 +406,8 @@ def budget_for_rho(rho: float, t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, T_fp_ms: 
 
 def check_feasible(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, rho: float, T_fp_ms: float,
                    T_full_ms: float, rho_mode: str = "exact") -> float:
-    """Backward budget for rho, or InfeasibleBudgetError naming the smallest feasible rho.
-
-    Args:
-        t_dy_ms, t_dw_ms: times in ms, backward order.
-        rho, T_fp_ms, T_full_ms: as in backward_budget_ms.
-        rho_mode: "exact" or "paper", as in budget_for_rho.
-    Returns:
-        The budget (see budget_for_rho), which pays for at least one tensor.
-    """
+    """Backward budget for rho (budget_for_rho; arguments as there, times in ms, backward order),
+    which pays for at least one tensor; InfeasibleBudgetError naming the smallest feasible rho."""
     budget_ms = budget_for_rho(rho, t_dy_ms, t_dw_ms, T_fp_ms, T_full_ms, rho_mode)
     if rho_mode == "paper":  # in the original's floored units, where tiny tensors cost nothing
         t_dy_q, t_dw_q, budget_units = paper_problem(t_dy_ms, t_dw_ms, rho)
@@ -480,11 +431,8 @@ def check_feasible(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, rho: float, T_fp_ms: 
 
 
 def top_within_budget(t_dy_ms: ArrayLike, t_dw_ms: ArrayLike, budget_ms: float) -> np.ndarray:
-    """The longest contiguous top of the network (backward order 0..k-1) whose backward time
-    fits budget_ms, as a uint8 mask in backward order (the static-top baseline).
-
-    Training tensors 0..k-1 costs sum(t_dw[:k]) + sum(t_dy[:k-1]).
-    """
+    """The longest contiguous top (backward order 0..k-1, costing sum(t_dw[:k]) + sum(t_dy[:k-1]))
+    whose backward time fits budget_ms, as a uint8 mask in backward order (the static-top baseline)."""
     t_dy, t_dw = _as_times(t_dy_ms, t_dw_ms, suffix="_ms")
     costs = np.cumsum(t_dw) + np.concatenate(([0.0], np.cumsum(t_dy)[:-1]))
     count = int(np.searchsorted(costs, budget_ms * (1.0 + 1e-12), side="right"))
@@ -497,16 +445,14 @@ def select_window(t_dy: ArrayLike, t_dw: ArrayLike, I: ArrayLike, block_of: Arra
                   fill: ArrayLike, budget: int) -> tuple[float, np.ndarray]:
     """The most important *window* selection within an integer budget (backward order throughout).
 
-    A window selection trains the `required` tensors, every tensor of one contiguous range of
-    blocks FIRST..STOP-1 (`block_of`: each tensor's block, counted from the input; -1 for a tensor
-    in no block), at least one block, and any `fill` tensors above the range's deepest tensor,
-    which cost only their t_dw there (the chain down to the range is paid). For each range that
-    fits, the fill is the exact knapsack on what the range leaves; the best total importance wins,
-    of equal ones the cheaper.
+    A window selection trains the `required` tensors, every tensor of one contiguous range of at least
+    one block (`block_of`: each tensor's block, counted from the input; -1 for none), and any `fill`
+    tensors above the range's deepest tensor, which cost only their t_dw there. For each range that
+    fits, the fill is the exact knapsack on what the range leaves; the best total importance wins, of
+    equal ones the cheaper.
 
     Args:
-        t_dy, t_dw: non-negative integer (quantised) times.
-        I: importance per tensor.
+        t_dy, t_dw: non-negative integer (quantised) times; I: importance per tensor.
         block_of: int per tensor; required, fill: 0/1 per tensor.
         budget: the backward budget in the same units.
     Returns:
@@ -562,11 +508,10 @@ def select_for_rho(profile: Mapping, importance: ArrayLike, rho: float,
     Args:
         profile: timing table as in docs/design.md §3 (T_fp_ms, T_full_ms, tensors in forward order).
         importance: one value per tensor, forward (model.trainable_weights) order.
-        rho: wanted step time as a fraction of T_full, in (0, 1].
+        rho, rho_mode: step time as a fraction of T_full, in (0, 1]; "exact" or "paper" (budget_for_rho).
         resolution: quantisation units for the total backward time.
-        rho_mode: "exact" or "paper" (see budget_for_rho).
     Returns:
-        The Selection. Raises InfeasibleBudgetError when rho is below the smallest feasible rho.
+        The Selection; raises InfeasibleBudgetError when rho is below the smallest feasible rho.
     """
     t_dy, t_dw, T_fp_ms, T_full_ms = _profile_times(profile)
     backward_importance = _as_importance(importance, len(t_dw))[::-1]

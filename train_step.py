@@ -33,15 +33,9 @@ class OptimizerSetup:
 
 def make_optimizer(name: str, learning_rate: float, weight_decay: float,
                    total_steps: int) -> OptimizerSetup:
-    """The paper's optimizer: SGDW (momentum 0.9) with cosine decay of lr and lr*weight_decay.
-
-    Args:
-        name: "sgd" (tensorflow-addons SGDW, decoupled weight decay) or "adam" (for ViT).
-        learning_rate: initial learning rate.
-        weight_decay: decoupled weight decay factor; the decay applied is lr * weight_decay,
-            decayed on the same cosine schedule as the learning rate. Ignored for Adam.
-        total_steps: steps until the schedules reach zero.
-    """
+    """The paper's optimizer, `name` "sgd": tensorflow-addons SGDW (momentum 0.9), the learning rate
+    and the decoupled decay lr * weight_decay both cosine-decayed to zero over `total_steps`;
+    "adam" (for ViT) ignores `weight_decay`."""
     steps = max(int(total_steps), 1)
     lr_schedule = tf.keras.optimizers.schedules.CosineDecay(learning_rate, steps)
     if name == "sgd":
@@ -64,15 +58,9 @@ Forward = Callable[[tf.Tensor], tf.Tensor]
 
 
 def shared_forward(model: tf.keras.Model) -> Forward:
-    """The model's training-mode forward pass as one tf.function for every step of a run.
-
-    A TrainStep that calls it traces the model (and, on the first gradient, its backward
-    function) once per run instead of once per selection: a new selection then traces only
-    the call, the gradient call and its optimizer updates, which roughly halves its tracing
-    time. When the step runs, TensorFlow inlines both functions and prunes the gradients no
-    selected tensor needs, so the ops that execute, and the step time, are those of a step
-    traced in one piece (docs/benchmarks/compile.md, "Compiling a new selection").
-    """
+    """The model's training-mode forward pass as one tf.function for every step of a run: the model
+    is traced once per run, not once per selection, and TensorFlow inlines it into each step and
+    prunes unneeded gradients, so a step runs as if traced whole (docs/benchmarks/compile.md)."""
     return tf.function(lambda images: model(images, training=True), autograph=False)
 
 

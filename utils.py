@@ -1,5 +1,4 @@
 """Small helpers shared by the command-line tools: user errors, boolean flags, atomic writes.
-
 Imports no TensorFlow, so every CLI can set TensorFlow's log level before it loads TF.
 """
 from __future__ import annotations
@@ -26,13 +25,10 @@ IMPORTANCE_TAG = "elastic/importance"  # the importance each selection was made 
 BLOCKS_TAG = "elastic/blocks"  # JSON [[block name, first tensor index], ...], once
 CLASSIFIER_TAG = "elastic/classifier"  # JSON [first tensor index of the classifier], once
 
-# TensorBoard sorts its card groups (a tag up to its first "/") by name, and Time Series opens
-# only the first two. The loop and the schemes name scalars by what they measure
-# ("validation/accuracy", "elastic/drift"); the one writer (run_outputs.py) files each under the tag
-# `shown_scalar` gives, and readers (experiments/plot.py) look
-# names up through it: first accuracy, loss and step time, then the run's summary and times, then
-# everything else under INTERNALS. Accuracies, shares and fractions are shown as percentages, as
-# the terminal prints them (summary.json keeps fractions).
+# TensorBoard sorts card groups (a tag up to its first "/") by name and Time Series opens only the
+# first two. Scalars are named by what they measure ("validation/accuracy"); run_outputs.py files each
+# under the tag `shown_scalar` gives, and experiments/plot.py looks names up through it: accuracy, loss
+# and step time first, then summary and times, the rest under INTERNALS; fractions as percentages.
 SPLITS = ("train", "validation", "test")
 SHOWN_GROUPS = ("accuracy", "loss", "step_time", "summary", "time")  # written as they are named
 INTERNALS = "under_the_hood"  # selection internals, memory, energy, the learning rate
@@ -81,16 +77,14 @@ def positive_int(value: str) -> int:
 def prepare_tensorflow_environment() -> None:
     """Settings that must be made before TensorFlow is imported; call it first in every CLI.
 
-    Silences TensorFlow's C++ start-up chatter and the tensorflow-addons end-of-life banner,
-    turns on oneDNN kernels on x86-64 and the CPU allocator that keeps memory statistics.
-    TF 2.15 enables oneDNN by default only on CPUs with AVX512-VNNI/AMX-class features; elsewhere its default kernels are much slower
-    (ResNet50 training steps at 64-96 px took 2x longer on a 2-core AMD EPYC). Set
-    TF_ENABLE_ONEDNN_OPTS=0 to opt out.
+    Silences TensorFlow's start-up chatter and the tensorflow-addons banner, turns on the CPU
+    allocator that keeps memory statistics and, on x86-64, oneDNN kernels, which TF 2.15 enables by
+    default only on recent CPUs and without which steps are much slower
+    (docs/benchmarks/reproducibility.md). TF_ENABLE_ONEDNN_OPTS=0 opts out.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # errors still surface as Python exceptions
-    # TensorFlow's CPU allocator keeps statistics (current and peak bytes, which the memory model
-    # and --memory_budget_mb use) only as its BFC allocator; step times are the same with it
-    # (MobileNetV2 at 64 and 128 px, docs/benchmarks/memory.md). TF_CPU_ALLOCATOR_USE_BFC=false opts out.
+    # The CPU allocator keeps statistics (for the memory model, --memory_budget_mb) only as BFC, which is
+    # no slower (docs/benchmarks/memory.md). TF_CPU_ALLOCATOR_USE_BFC=false opts out.
     os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
     if platform.machine().lower() in ("x86_64", "amd64"):
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
@@ -119,11 +113,8 @@ def run_cli(main: Callable[[Optional[Sequence[str]]], int], argv: Optional[Seque
 
 @contextlib.contextmanager
 def atomic_path(path: str) -> Iterator[str]:
-    """Yield a temporary path next to `path`; move it onto `path` only if the block succeeds.
-
-    For writers that want a file name (Keras `save_weights`, matplotlib `savefig`): a crash
-    or an error leaves the old file untouched and no half-written file behind.
-    """
+    """Yield a temporary path next to `path`; move it onto `path` only if the block succeeds, so a
+    crash leaves the old file and no half-written one (for writers that want a file name)."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     base, extension = os.path.splitext(os.path.basename(path))
@@ -197,16 +188,10 @@ CHANCE_MARGIN = 0.01  # an epoch's training loss within 1 % of ln(classes) is "a
 
 
 def at_chance(train_loss: float, num_classes: int, epochs_done: int, num_epochs: int) -> Optional[str]:
-    """A warning when a run is a third or more of its epochs in and its training loss is still
-    within CHANCE_MARGIN of ln(num_classes), what predicting every class alike scores; else None.
-
-    Why (issue 61): with a freshly initialised classifier, the first epoch of training the
-    backbone drives the loss to ln(C) by flattening the backbone's features (the random head's
-    gradients carry no class information), and the run must then leave that plateau while the
-    learning rate decays. On a folder measured here one run in three never did and ended at
-    chance, the batch order alone deciding which. Every run that left it was 1.5 % or more below
-    ln(C) by a third of its epochs.
-    """
+    """A warning when a run is a third or more of its epochs in and its training loss is still within
+    CHANCE_MARGIN of ln(num_classes), what predicting every class alike scores; else None. A fresh
+    classifier can flatten the backbone's features onto that plateau, which some runs never leave
+    (docs/benchmarks/fresh_validation.md)."""
     if num_classes < 2 or epochs_done * 3 < num_epochs or not math.isfinite(train_loss):
         return None
     chance = math.log(num_classes)
@@ -224,15 +209,11 @@ MIX_BATCHES = 4  # the first training batches whose classes the loop counts (cla
 def class_mix(labels: Sequence[Sequence[int]], num_classes: int) -> "tuple[str, bool]":
     """What the first training batches hold, and whether their order looks class-sorted.
 
-    Args:
-        labels: the labels of a run's first training batches, one sequence a batch.
-        num_classes: the classes of the task.
-    Returns:
-        (one sentence for the log, True when examples drawn at random from a balanced split would
-        fall in so few classes with a chance below one in a million: a pipeline that reads a
-        class-sorted split unshuffled, or shuffles it in too small a buffer, trains on one class
-        after another and learns little). The chance is bounded by C(num_classes, seen) *
-        (seen / num_classes) ** draws, the union over every set of `seen` classes holding them all.
+    `labels` holds the labels of a run's first training batches, one sequence a batch. Returns (one
+    sentence for the log, flagged): flagged when draws from a balanced split would fall in so few
+    classes with a chance below one in a million (bounded by C(num_classes, seen) * (seen /
+    num_classes) ** draws), as when a class-sorted split is read unshuffled or shuffled in too small
+    a buffer, so that the run trains on one class after another.
     """
     flat = [int(label) for batch in labels for label in batch]
     seen, draws = len(set(flat)), len(flat)

@@ -1,8 +1,8 @@
 """Dataset registry: the paper's TFDS datasets, the embedded offline datasets, image folders.
 
-`load(...)` returns a batched `tf.data.Dataset` of (float32 images in 0..255 resized to
-input_size, int labels); the model does its own preprocessing and augmentation. Training
-pipelines reshuffle every epoch (the original code never shuffled).
+`load(...)` returns a batched `tf.data.Dataset` of (float32 images in 0..255 resized to input_size,
+int labels); the model does its own preprocessing and augmentation. Training pipelines reshuffle
+every epoch (the original code never shuffled).
 """
 from __future__ import annotations
 
@@ -21,10 +21,8 @@ from utils import UserError
 # Decoded images of a split are cached in memory when they take less than this.
 _CACHE_LIMIT_BYTES = 1 << 30
 _SHUFFLE_BUFFER = 1024
-# Fixed parallelism instead of tf.data's autotuning: its background thread sleeps for periods
-# that double up to 60 s, and deleting an iterator (every epoch's end) waits for the current
-# sleep to finish, which stretches epochs to 20.5, 41 or 82 s whatever their steps take
-# (docs/benchmarks/wall_clock.md "Epochs stretched by tf.data's autotuning").
+# Fixed parallelism, autotuning off: deleting an iterator waits for the autotuning thread's sleep,
+# which stretches epochs (docs/benchmarks/wall_clock.md, "Epochs stretched by tf.data's autotuning").
 _PARALLEL_CALLS = max(1, min(4, os.cpu_count() or 1))
 _PREFETCH_BATCHES = 2
 
@@ -73,9 +71,8 @@ DATASETS: Dict[str, DatasetSpec] = {
 # The names --dataset_name lists; the others (source tasks, redrawn task seeds) are accepted too
 LISTED = ("caltech_birds2011", "oxford_iiit_pet", "stanford_dogs", "embedded_shapes", "embedded_parts", "image_folder")
 SPLITS = ("train", "test")  # the splits every dataset provides
-# A validation split is either carved from "train" by held_out() (--validation carved) or one the
-# dataset stores itself, of images in neither train nor test (--validation fresh): the embedded
-# targets render new ones; an image folder may hold ROOT/validation/<class>/.
+# A validation split is carved from "train" by held_out() (--validation carved) or stored by the
+# dataset, in neither train nor test (--validation fresh; image folders: ROOT/validation/<class>/).
 VALIDATION = "validation"
 VALIDATION_MODES = ("auto", "fresh", "carved", "none")
 DEFAULT_VAL_FRACTION = 0.1
@@ -139,11 +136,8 @@ def availability_problem(dataset_name: str, data_dir: Optional[str] = None) -> O
 
 
 def prepare(dataset_name: str, data_dir: Optional[str] = None) -> tfds.core.DatasetBuilder:
-    """Download (or generate) and prepare a dataset once; later calls are instant.
-
-    Offline, a TFDS download would retry for minutes; we check the download hosts first and
-    fail within seconds with what to do instead.
-    """
+    """Download (or generate) and prepare a dataset once; later calls are instant. Offline, fails
+    within seconds (availability_problem) instead of letting TFDS retry for minutes."""
     problem = availability_problem(dataset_name, data_dir)
     if problem:
         raise UserError(problem)
@@ -191,10 +185,9 @@ def _decode_and_resize(image: tf.Tensor, input_size: int) -> tf.Tensor:
 
 
 def held_out(index: tf.Tensor, val_fraction: float) -> tf.Tensor:
-    """Whether training example `index` (0-based, in the split's fixed stored order) belongs to
-    the validation split: exactly floor(N * val_fraction) of N examples, evenly spaced, so a
-    class-sorted split would be held out per class and a shuffled one at random (TFDS stores an
-    image folder's examples in a fixed shuffled order, not class by class)."""
+    """Whether training example `index` (0-based, in the split's fixed stored order) belongs to the
+    validation split: exactly floor(N * val_fraction) of N examples, evenly spaced, so a class-sorted
+    split is held out per class and a shuffled one (as TFDS stores image folders) at random."""
     if val_fraction <= 0:
         return tf.zeros_like(index, tf.bool)
     position = tf.cast(index, tf.float64)
@@ -214,9 +207,8 @@ def check_val_fraction(val_fraction: float) -> None:
 
 
 def stored_splits(dataset_name: str, data_dir: Optional[str] = None) -> Tuple[str, ...]:
-    """The splits a dataset stores; for a dataset not downloaded or generated yet (whose splits TFDS
-    does not know before), those it will: an embedded one's from its config, and train and test
-    for the downloaded ones registered here (none of which has a validation split)."""
+    """The splits a dataset stores or, before it is prepared, will store: an embedded one's from its
+    config, train and test for the downloaded ones (none of which has a validation split)."""
     builder = _builder(dataset_name, data_dir)
     if isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared():
         return tuple(builder.info.splits.keys())
@@ -249,12 +241,11 @@ def resolve_validation(mode: str, val_fraction: float, dataset_name: str,
 def _examples(dataset_name: str, split: str, input_size: int, data_dir: Optional[str],
               training: bool, seed: int, same_file_order: bool = False,
               val_fraction: float = 0.0) -> Tuple[tf.data.Dataset, int, bool]:
-    """Resized uint8 examples of a split (cached in memory when small), their count, and
-    whether they are cached. `same_file_order`: every iteration reads the files in the same
-    (seeded) order, so the order of examples depends on the seed only, not on how many
-    iterations came before in this process. With `val_fraction` > 0, "train" and "validation"
-    are the two disjoint parts of the stored training split (held_out), read in its stored order
-    so that the carve is the same for every seed; with 0, "validation" is the dataset's own."""
+    """Resized uint8 examples of a split (cached in memory when small), their count, and whether they
+    are cached. `same_file_order`: every iteration reads the files in the same seeded order, so the
+    order depends on the seed only. With `val_fraction` > 0, "train" and "validation" are the two
+    disjoint parts of the stored training split (held_out), read in stored order so that the carve is
+    the same for every seed; with 0, "validation" is the dataset's own."""
     if split not in SPLITS + (VALIDATION,):
         raise UserError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS + (VALIDATION,))}")
     check_val_fraction(val_fraction)
@@ -263,9 +254,8 @@ def _examples(dataset_name: str, split: str, input_size: int, data_dir: Optional
         raise UserError(f"{dataset_name} has no validation split of its own: carve one with --val_fraction > 0")
     stored = "train" if split == VALIDATION and val_fraction > 0 else split
     carve = stored == "train" and val_fraction > 0
-    # TFDS's ImageFolder ignores read_config and shuffles its files with no seed, so with
-    # shuffle_files its order (and a run's batches) would change from process to process whatever
-    # --seed says; its stored order is already a fixed shuffle, and ours below is seeded.
+    # ImageFolder ignores read_config and would shuffle its files unseeded, whatever --seed says; its
+    # stored order is already a fixed shuffle, and ours is seeded.
     shuffle_files = training and not carve and not isinstance(builder, tfds.folder_dataset.ImageFolder)
     dataset = builder.as_dataset(split=stored, shuffle_files=shuffle_files, as_supervised=True,
                                  read_config=tfds.ReadConfig(shuffle_seed=seed,
@@ -307,15 +297,14 @@ def load(dataset_name: str, split: str, batch_size: int, input_size: int,
     Args:
         dataset_name: a key of DATASETS.
         split: "train", "validation" (the held-out part of the training split, or the dataset's
-            own validation split when val_fraction is 0) or "test".
-        batch_size: examples per batch (training batches drop the remainder so every
-            step has the profiled batch shape).
+            own when val_fraction is 0) or "test".
+        batch_size: examples per batch (training drops the remainder: every step has the profiled shape).
         input_size: images are resized to input_size x input_size.
         data_dir: TFDS data dir (or the root folder for image_folder).
         training: shuffle every epoch and drop the last partial batch; default: split == "train".
         seed: shuffling seed (reproducible order of epochs).
-        val_fraction: share of the stored training split held out as "validation" ("train" is
-            the rest); 0: no validation split, "train" is all of it.
+        val_fraction: share of the stored training split held out as "validation" ("train" is the
+            rest); 0: none.
     """
     if batch_size < 1:
         raise UserError(f"--batch_size must be at least 1, got {batch_size}")
@@ -333,8 +322,8 @@ PROBE_STREAM = 1 << 20  # the epoch number whose shuffling seeds the importance 
 
 class _ProbeStream:
     """Batches drawn one after another from an endless stream; `take(start, n)` returns batches
-    start .. start+n-1 of it (re-positioning only when asked for another start, e.g. after a
-    resume), so a run's probes are the same whether or not it was interrupted."""
+    start .. start+n-1 (re-positioning only for another start, e.g. after a resume), so a run's probes
+    are the same whether or not it was interrupted."""
 
     def __init__(self, make: Callable[[], tf.data.Dataset]):
         self._make, self._iterator, self._position = make, None, 0
@@ -348,12 +337,10 @@ class _ProbeStream:
 
 
 class Epochs:
-    """Training batches in an order fixed by the seed and the epoch: epoch e is shuffled with
-    its own seed, so a run resumed mid-way sees exactly the batches an uninterrupted run would.
-
-    `epoch(e, skip)` is epoch e without its first `skip` batches; `probe(start, n)` gives batches
-    start .. start+n-1 of the importance probes' own stream (not taken from the epochs').
-    """
+    """Training batches in an order fixed by the seed and the epoch: epoch e is shuffled with its own
+    seed, so a resumed run sees exactly the batches an uninterrupted one would. `epoch(e, skip)` is
+    epoch e without its first `skip` batches; `probe(start, n)` gives batches start .. start+n-1 of
+    the importance probes' own stream."""
 
     def __init__(self, examples: tf.data.Dataset, batch_size: int, buffer: int, seed: int):
         self.examples, self.batch_size, self.buffer, self.seed = examples, batch_size, max(buffer, 1), seed
@@ -387,8 +374,7 @@ class FixedEpochs:
 
 def load_epochs(dataset_name: str, batch_size: int, input_size: int, data_dir: Optional[str] = None,
                 seed: int = 0, val_fraction: float = 0.0) -> Epochs:
-    """The training split (without its validation part) as `Epochs` (reproducible and resumable
-    order)."""
+    """The training split (without its validation part) as `Epochs` (reproducible, resumable order)."""
     if batch_size < 1:
         raise UserError(f"--batch_size must be at least 1, got {batch_size}")
     examples, count, cached = _examples(dataset_name, "train", input_size, data_dir, True, seed,

@@ -1,29 +1,24 @@
 """Procedural creatures made of parts, for the `embedded_parts` dataset (pure NumPy, deterministic).
 
-Every image shows one creature on a cluttered background: a *body*, a *head* at its front, a
-pair of *wings* at its sides and a *tail* at its back. Each part has a shape (from a few per
-part) and an *appearance*: a colour and a texture (solid, stripes, dots, checker) drawn in a
-darker shade of that colour. The two tasks label this one vocabulary differently:
+Every image shows one creature on a cluttered background: a *body*, a *head* at its front, a pair
+of *wings* at its sides and a *tail* at its back. Each part has a shape (from a few per part) and
+an *appearance*: a colour and a texture (solid, stripes, dots, checker) in a darker shade of that
+colour. The two tasks label this one vocabulary differently:
 
-- **source** (pre-training, the stand-in for ImageNet): a class is the body's colour and the
-  head's colour (56 ordered pairs of different colours); every shape, every texture and the wings'
-  and tail's colours are drawn at random for each image. So the source shows every shape, colour
-  and texture of the target, and its labels teach where the body and the head are and which
-  colour each has, not the wings' or the tail's. (MobileNetV2 learns it from scratch, unlike the alternatives compared in docs/benchmarks/regime_and_depth.md,
-  "A task in the paper's regime".)
-- **target** (fine-tuning, the stand-in for CUB-200): a genus is a body plan (all four part
-  shapes); it owns a pool of four appearances (four different colours, the four textures), and a
-  species is which appearance sits on which part — a permutation of its genus's pool. Every
-  species of a genus shows the same colours and textures; only their places differ, as bird
-  species are new arrangements of colours and patterns on the same parts. Species come in sister
-  pairs (candidate 8 on): sisters share the body's and the head's appearance, the source's
-  labels, and differ by a swap of the wings' and the tail's, as sister bird species often differ
-  in wing and tail pattern alone. The shift from source to target is in the labels (new
-  compositions of known elements), not in the images' elements.
+- **source** (pre-training, the stand-in for ImageNet): a class is the body's and the head's colour
+  (56 ordered pairs); shapes, textures and the wings' and tail's colours are drawn per image. So
+  the source shows every element of the target, and its labels teach where the body and the head
+  are and which colour each has.
+- **target** (fine-tuning, the stand-in for CUB-200): a genus is a body plan (all four shapes) with
+  a pool of four appearances (four colours, the four textures); a species is a permutation of the
+  pool over the parts, as bird species are new arrangements of colours and patterns on the same
+  parts. Sister species share the body's and head's appearance (the source's labels) and swap the
+  wings' and tail's. The shift is in the labels (new compositions of known elements), not in the
+  images' elements.
 
-The target's classes are drawn from a `task_seed`, so a study can be repeated on another draw of
-the task. Class attributes are invariant to flips and rotations (the models' augmentation); each
-instance varies in position, scale, rotation, colour, lighting, texture phase, clutter and noise.
+The target's classes are drawn from a `task_seed`. Class attributes are invariant to flips and
+rotations (the models' augmentation); each instance varies in position, scale, rotation, colour,
+lighting, texture phase, clutter and noise. The designs tried: docs/benchmarks/regime_and_depth.md.
 """
 from __future__ import annotations
 
@@ -47,10 +42,9 @@ PARTS = ("body", "head", "wings", "tail")
 TEXTURE_PERIOD = 0.17  # in image units (the image spans 2): about 5.5 px at 64 px
 
 
-# Loose parts behind each creature: how many (fewest, most), how far from the image's centre
-# (image units), how large, and which parts they copy. Candidates 1-5 and 7 draw 0-2 heads of
-# 0.08-0.14 at 0.55-0.9 from the centre (these bytes are candidate 5's); candidate 6 drew 2-4 heads
-# or wings of 0.10-0.22 at 0.45-0.95 (docs/benchmarks/regime_and_depth.md, "A task in the paper's regime").
+# Loose parts behind each creature: how many, how far from the image's centre (image units), how
+# large, and which parts they copy. CLUTTER keeps candidate 5's images byte for byte (the busier
+# backgrounds tried: docs/benchmarks/regime_and_depth.md).
 @dataclasses.dataclass(frozen=True)
 class Clutter:
     """Loose parts drawn behind each creature (see CLUTTER)."""
@@ -129,11 +123,11 @@ def target_species(task_seed: int, genera: int = 8, species_per_genus: int = 8,
                    sister_pairs: bool = True) -> List[Species]:
     """The target task's classes, drawn from `task_seed` (class index = list position).
 
-    Each genus is a distinct body plan with a pool of four appearances: four different colours,
-    each of the four textures once. Its species are distinct permutations of the pool over the parts.
-    With `sister_pairs` (candidate 8 on), they come in pairs of *sister species* that share the
-    body's and the head's appearance and swap the wings' and the tail's, so neither the body's nor
-    the head's look alone tells sisters apart; without (candidates 1-7), any permutations.
+    Each genus is a distinct body plan with a pool of four appearances: four different colours, each
+    of the four textures once. Its species are distinct permutations of the pool over the parts. With
+    `sister_pairs` they come in pairs that share the body's and the head's appearance and swap the
+    wings' and the tail's, so neither the body's nor the head's look tells sisters apart; without,
+    any permutations.
     """
     plans = [Plan(*p) for p in itertools.product(range(len(BODY_SHAPES)), range(len(HEAD_SHAPES)),
                                                   range(len(WING_SHAPES)), range(len(TAIL_SHAPES)))]

@@ -1,17 +1,14 @@
 """Procedural "species" images for the embedded offline dataset (pure NumPy, deterministic).
 
-Every image shows one creature on a cluttered background: a body of some *shape*, filled
-with a *pattern* in two colours, with a small *part* (a head) of a third colour. A class is a
-species: a fixed (shape, pattern, frequency, part, body colour, pattern colour, part colour).
-Species come in genera that share shape, pattern, frequency and part, so telling species of
-one genus apart takes colour *and* texture, as telling bird species apart does (CUB-200).
-
-The source task (pre-training, standing in for ImageNet) and the target task (fine-tuning,
-standing in for CUB-200) use disjoint genera built from the same visual vocabulary, so a
-backbone pre-trained on the source has learnt features the target needs.
-
-Class attributes are invariant to flips and rotations (the model's augmentation), and every
-instance varies in position, scale, rotation, lighting, clutter and noise.
+Every image shows one creature on a cluttered background: a body of some *shape*, filled with a
+*pattern* in two colours, with a small *part* (a head) of a third colour. A class is a species: a
+fixed (shape, pattern, frequency, part, body colour, pattern colour, part colour). Species come in
+genera that share shape, pattern, frequency and part, so telling species of one genus apart takes
+colour *and* texture, as telling bird species apart does (CUB-200). The source task (pre-training,
+standing in for ImageNet) and the target task (fine-tuning, standing in for CUB-200) use disjoint
+genera of the same visual vocabulary, so a backbone pre-trained on the source has learnt features
+the target needs. Class attributes are invariant to flips and rotations (the model's augmentation);
+every instance varies in position, scale, rotation, lighting, clutter and noise.
 """
 from __future__ import annotations
 
@@ -54,18 +51,12 @@ def _genera(rng: np.random.Generator) -> List[Tuple[int, int, int, int]]:
 
 def make_taxonomy(seed: int, source_genera: int, source_species: int, target_genera: int,
                   target_species: int, task_seed: int = 0) -> Tuple[List[Species], List[Species]]:
-    """Source and target species lists; their genera are disjoint.
+    """Source and target species lists, class index = list position; their genera are disjoint.
 
-    Args:
-        seed: taxonomy seed (the same seed gives the same classes).
-        source_genera, source_species: genera in the source task and species per genus.
-        target_genera, target_species: the same for the target task.
-        task_seed: another draw of the target task (0: the first). The source stays the same
-            (a backbone pre-trained on it serves every draw); the target's genera are drawn from
-            those neither the source nor the first draw uses, its species' colours afresh.
-
-    Returns:
-        (source_species_list, target_species_list), class index = list position.
+    `seed` draws the taxonomy (the same seed, the same classes); `*_genera` and `*_species` are each
+    task's genera and species per genus. `task_seed` draws another target (0: the first) from genera
+    that neither the source nor the first draw uses, its species' colours afresh; the source stays
+    the same, so a backbone pre-trained on it serves every draw.
     """
     rng = np.random.default_rng(seed)
     genera = _genera(rng)

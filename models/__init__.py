@@ -19,15 +19,13 @@ from models.blocks import backbone_of
 from utils import UserError, atomic_path
 
 CLASSIFIER_NAME = "classifier"
-# How a classifier that no weights file provides starts (the model's --head_init). glorot: Keras's
-# default, as the original code; zeros: kernel at zero, so the first steps send the backbone no
-# gradient until the head has learned something (docs/benchmarks/fresh_validation.md, issue 61).
+# How a classifier that no weights file provides starts (--head_init). glorot: Keras's default, as
+# the original; zeros: the backbone gets no gradient until the head has learned something
+# (docs/benchmarks/fresh_validation.md).
 HEAD_INITS = ("glorot", "zeros")
 BATCH_NORM_MOMENTUM = 0.9
-# How the backbone's BatchNorm layers run while training (the model's --bn_mode):
-#   frozen: inference mode, moving statistics used and never updated (the original's
-#           `base_model(x, training=False)`, and Keras's transfer-learning advice);
-#   train:  training mode, batch statistics, moving averages updated.
+# The backbone's BatchNorm while training (--bn_mode). frozen: inference mode, moving statistics
+# never updated (the original's `base_model(x, training=False)`); train: batch statistics, updated.
 BN_MODES = ("frozen", "train")
 # Attributes written into weight files saved by this project, checked when loading them.
 _ATTR_MODEL = "elastic_trainer_model_name"
@@ -126,15 +124,12 @@ def _build_backbone(model_name: str, input_size: int, imagenet: bool) -> tf.kera
 
 def _settled(backbone: tf.keras.Model, name: str) -> tf.keras.Model:
     """A Keras backbone with this project's BatchNorm momentum, under a stable name."""
-    # Keras averages BatchNorm statistics with momentum 0.99 (ResNet50) or 0.999
-    # (MobileNetV2): the averages trail the weights by hundreds to thousands of steps, longer
-    # than short on-device runs, and evaluation with such stale statistics is erratic (seen on
-    # MobileNetV2 here). Use 0.9, PyTorch's default; training itself is unaffected.
+    # Keras's BatchNorm momentum (0.99, 0.999) leaves the moving averages trailing the weights by more
+    # steps than a short run takes, and evaluation on them is erratic; 0.9 is PyTorch's default.
     for layer in backbone.layers:
         if isinstance(layer, tf.keras.layers.BatchNormalization):
             layer.momentum = min(layer.momentum, BATCH_NORM_MOMENTUM)
-    # Keras names some backbones after the input size (mobilenetv2_1.00_96); re-wrap the same
-    # layers under a stable name so weight files load by name across input sizes.
+    # A stable name (Keras's may hold the input size) lets weight files load across input sizes.
     return tf.keras.Model(backbone.inputs, backbone.outputs, name=name)
 
 
@@ -142,7 +137,7 @@ def build_model(model_name: str, num_classes: int, input_size: int,
                 weights: Optional[str] = "imagenet", bn_mode: str = "frozen",
                 gradient_filter: Tuple[int, int] = (0, 0), lite_residual: bool = False,
                 head_init: str = "glorot") -> tf.keras.Model:
-    """Build `model_name` with the paper's head.
+    """Build `model_name` with the paper's head; an uncompiled Keras model producing logits.
 
     Args:
         model_name: a key of MODELS.
@@ -150,20 +145,15 @@ def build_model(model_name: str, num_classes: int, input_size: int,
         input_size: side of the square input images (raw 0..255 pixels).
         weights: "imagenet" (download/cache as Keras does), "none"/None (random init),
             or a path to a weights file saved by this project (see `save_weights`).
-        bn_mode: "frozen" runs the whole backbone in inference mode (BatchNorm uses and keeps
-            its moving statistics; gammas and betas still train when selected); "train" lets
-            the training flag reach it (batch statistics, moving averages updated).
+        bn_mode: "frozen" runs the backbone in inference mode (moving statistics used and kept;
+            gammas and betas still train when selected); "train" lets the training flag reach it.
         gradient_filter: (radius, blocks): filter the output gradients of the convolutions in
-            the backbone's last `blocks` blocks over radius x radius patches (gradient_filter.py);
-            radius 0: off.
-        lite_residual: add TinyTL's lite residual branches to the backbone's blocks
-            (lite_residual.py), after the weights are loaded; they start as a no-op.
-        head_init: how a fresh classifier starts (HEAD_INITS); a weights file whose classifier
-            fits (same classes) overrides it. "zeros" zeroes the kernel after Keras's init, so
-            the random stream the rest of the model draws from is the same either way.
-
-    Returns:
-        An uncompiled Keras model producing logits.
+            the last `blocks` blocks over radius x radius patches (gradient_filter.py); 0: off.
+        lite_residual: add TinyTL's lite residual branches (lite_residual.py) after the weights are
+            loaded; they start as a no-op.
+        head_init: how a fresh classifier starts (HEAD_INITS); a weights file whose classifier fits
+            overrides it. "zeros" zeroes the kernel after Keras's init, so the rest of the model
+            draws the same random stream either way.
     """
     check_input_size(model_name, input_size)
     if bn_mode not in BN_MODES:
@@ -209,9 +199,8 @@ def _with_head(backbone: tf.keras.Model, preprocess: Callable[[tf.Tensor], tf.Te
     x = backbone(x, training=False) if bn_mode == "frozen" else backbone(x)
     if len(x.shape) == 4:  # CNN feature maps; ViT already returns its class token
         x = tf.keras.layers.GlobalAveragePooling2D(name="global_pool")(x)
-    # force_generator: the dropout masks come from a tf.random.Generator whose state checkpoints
-    # keep (Keras's default draws from TensorFlow's global RNG, which no checkpoint can restore),
-    # so a resumed run continues the uninterrupted run's random stream.
+    # force_generator: dropout draws from a tf.random.Generator that checkpoints keep (not the global
+    # RNG), so a resumed run continues the uninterrupted run's random stream.
     x = tf.keras.layers.Dropout(0.2, name="dropout", force_generator=True)(x)
     outputs = tf.keras.layers.Dense(num_classes, name=CLASSIFIER_NAME)(x)
     return tf.keras.Model(inputs, outputs, name=f"{model_name}_classifier")
@@ -228,9 +217,8 @@ def keras_applications() -> List[str]:
 
 def build_keras_application(name: str, num_classes: int, input_size: int, bn_mode: str = "frozen") -> tf.keras.Model:
     """Any tf.keras.applications backbone (random init) with the registry's head, named
-    "keras.<name>": for profiling and validating the time model on networks beyond the
-    registry (branching, densely connected). Inputs are scaled to [-1, 1]; timings do not depend
-    on the preprocessing or the weights' values."""
+    "keras.<name>", for profiling networks beyond the registry. Inputs are scaled to [-1, 1];
+    timings do not depend on the preprocessing or the weights' values."""
     if name not in keras_applications():
         raise UserError(f"unknown Keras application {name!r}; choose one of: {', '.join(keras_applications())}")
     if bn_mode not in BN_MODES:
@@ -246,9 +234,8 @@ def build_keras_application(name: str, num_classes: int, input_size: int, bn_mod
 
 def random_states(model: tf.keras.Model) -> List[tf.Variable]:
     """The state variables of the random generators of `model`'s random layers (augmentation,
-    dropout; nested models included). They are not among `model.variables`, and Keras does not
-    checkpoint them: callers that must replay a run's random stream save them explicitly.
-    (Keras keeps each layer's generator in the private `_random_generator._generator`.)"""
+    dropout; nested models included): not in `model.variables` nor in Keras's checkpoints, so callers
+    that must replay a run's random stream save them (read from Keras's private `_random_generator`)."""
     states = []
     for layer in model._flatten_layers(include_self=False):
         generator = getattr(getattr(layer, "_random_generator", None), "_generator", None)
@@ -270,8 +257,8 @@ def owner_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:
 
 
 def block_starts(model: tf.keras.Model) -> List[Tuple[str, int]]:
-    """(block name, index of its first tensor in model.trainable_weights order) of each of the
-    backbone's blocks that owns trainable tensors, in forward order (for pictures of selections)."""
+    """(block name, index of its first tensor in model.trainable_weights order) of each backbone block
+    that owns trainable tensors, in forward order."""
     from models.blocks import blocks
 
     block_of = {id(layer): name for name, layers in blocks(model) for layer in layers}
@@ -304,11 +291,8 @@ def save_weights(model: tf.keras.Model, path: str, model_name: str, num_classes:
 
 def load_weights(model: tf.keras.Model, path: str, model_name: str, num_classes: int,
                  input_size: int) -> None:
-    """Load a file written by `save_weights` into `model`.
-
-    When the file's classifier has another number of classes (a backbone pre-trained on a
-    source task), only the backbone is loaded and the classifier keeps its fresh init.
-    """
+    """Load a file written by `save_weights` into `model`; from a file whose classifier has another
+    number of classes (a backbone pre-trained on a source task), the backbone only."""
     try:
         with h5py.File(path, "r") as handle:
             attrs = dict(handle.attrs)

@@ -1,7 +1,6 @@
-"""How a registry model is put together: its nested backbone and the backbone's numbered blocks.
-
-The model surgery (models/gradient_filter.py, models/lite_residual.py) and the block-range
-schemes find blocks through these names; nothing here imports the rest of the package.
+"""How a registry model is put together: its nested backbone and the backbone's numbered blocks,
+through whose names the model surgery (gradient_filter.py, lite_residual.py) and the block-range
+schemes find blocks. Nothing here imports the rest of the package.
 """
 from __future__ import annotations
 

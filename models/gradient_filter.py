@@ -1,31 +1,22 @@
 """Gradient filtering (Yang et al., "Efficient On-device Training via Gradient Filtering",
-CVPR 2023), written here for TensorFlow.
+CVPR 2023) for TensorFlow.
 
 The gradient map flowing back into a convolution, dY (batch, H, W, C_out), is replaced by its
-averages over r x r patches: the filtered map is constant on each patch, so it has H/r x W/r
-distinct values, dY~. Both gradients of the convolution are then computed on dY~ exactly, as
-if the full-size filtered map had been back-propagated, at about 1/r^2 of the work:
+averages over r x r patches, dY~ (H/r x W/r distinct values). Both gradients of the convolution
+are then computed on dY~ exactly, as if the full-size filtered map had been back-propagated, at
+about 1/r^2 of the work (and equal the true gradients when dY is constant on patches). With s the
+convolution's stride:
 
     weights:  dW = conv_backprop_filter(B, dY~, stride r*s), where B = box sums of the padded
               input over r x r windows of its positions that one patch reads (dilation s);
     inputs:   dX = box sums, over r x r windows (dilation s), of
               conv_transpose(dY~, W, stride r*s), cropped to the input.
 
-(s is the convolution's stride; depthwise convolutions use their own backprop ops, and 1x1
-convolutions a cheaper equivalent: strided sums and a repetition.) When dY is
-already constant on patches both equal the true gradients; a test checks this and the general
-case against back-propagating the patch-averaged map itself.
-
-Patches tile the map from its top-left corner. A side shorter than r is one patch; a side
-longer than r must be a multiple of it (otherwise `apply` refuses the radius and says which
-map does not fit). Convolutions with dilation or groups are left unfiltered.
-
-`apply(model, radius, blocks)` filters the convolutions of the backbone's last `blocks` blocks
-(blocks as the Keras application names its layers: `block_16_*`, `conv5_block3_*`, ...;
-a convolution outside a numbered block is a block of its own); depthwise convolutions keep their
-exact gradient by default (FILTER_DEPTHWISE). It changes the layers' class in
-place (weights, names and files are unchanged) and must run before the model is first called in
-a tf.function.
+Depthwise convolutions use their own backprop ops, 1x1 ones strided sums and a repetition. Patches
+tile the map from its top-left corner; a side shorter than r is one patch, a longer side must be a
+multiple of r (else `apply` refuses the radius). Convolutions with dilation or groups stay exact.
+`apply` changes the layers' class in place (weights, names and files unchanged) and must run
+before the model is first called in a tf.function.
 """
 from __future__ import annotations
 
@@ -39,9 +30,8 @@ from utils import UserError
 RADII = (2, 4, 7)  # the Gradient Filtering paper's patch sizes
 DEFAULT_RADIUS = 2  # gradient_filter_training's --gf_radius when none is given
 DEFAULT_BLOCKS = 4  # --gf_blocks
-# Depthwise convolutions keep their exact gradient unless asked: their backward pass costs about
-# as much as the filter's own averaging, and filtering them made it 2.3-2.5x slower on this CPU
-# (docs/benchmarks/methods.md, "Gradient filtering"). `apply(..., depthwise=True)` filters them too.
+# Depthwise convolutions keep their exact gradient unless asked (`apply(..., depthwise=True)`): their
+# backward pass is as cheap as the filter's averaging (docs/benchmarks/methods.md, "Gradient filtering").
 FILTER_DEPTHWISE = False
 
 

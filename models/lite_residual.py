@@ -1,8 +1,7 @@
 """TinyTL's lite residual learning (Cai et al., "TinyTL: Reduce Memory, Not Parameters for
-Efficient On-Device Learning", NeurIPS 2020), written here for Keras backbones.
+Efficient On-Device Learning", NeurIPS 2020) for Keras backbones.
 
-Each numbered block of the backbone (`block_3_*`, `conv4_block2_*`, as gradient_filter.blocks
-names them) gets a lite residual branch from the block's input to its output:
+Each numbered block (`block_3_*`, `conv4_block2_*`) gets a branch from its input to its output:
 
     input -> average pooling (the block's stride, times 2 where the output side is even)
           -> 3x3 convolution to reduced channels (a quarter of the input's, a multiple of 8)
@@ -10,11 +9,10 @@ names them) gets a lite residual branch from the block's input to its output:
           -> 1x1 convolution to the block's output channels (zero-initialised)
           -> bilinear upsampling back to the output's size -> added to the block's output.
 
-The branch runs at half the block's output resolution with few channels, so its activations
-are small (TinyTL's point: weights frozen, activations not stored for them). Its last
-convolution starts at zero, so the model computes exactly what the backbone did until the
-branches learn. The backbone is rebuilt from its Keras config with the branches inserted and
-its weights copied by layer name.
+The branch runs at half the output resolution with few channels, so its activations are small
+(TinyTL's point). Its last convolution starts at zero, so the model computes what the backbone did
+until the branches learn. The backbone is rebuilt from its Keras config with the branches inserted
+and its weights copied by layer name.
 """
 from __future__ import annotations
 

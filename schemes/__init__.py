@@ -1,13 +1,9 @@
 """Training schemes: each answers "which tensors train now?" as a 0/1 mask over
 model.trainable_weights (forward order) and may re-decide as training goes. The loop (train.py)
-runs the compiled step of the current mask and never asks which scheme it runs; a scheme says
-what it needs (`needs_profile`, `lite_residual` layers in the model, its own flags and their
-checks) and may add a loss term (`penalty`).
+runs the compiled step of the current mask without knowing the scheme; a scheme declares what it
+needs (`needs_profile`, `lite_residual`, its own flags and checks) and may add a loss term (`penalty`).
 
-One module per family: baselines, tinytl (bias-only, lite residual), elastic (ElasticTrainer and
-its ablations), filtering (gradient filtering), sparse_update (contribution analysis), gain_stage
-(the selector that looks once at where the gain lives, then trains from that stage up). Every
-module of this package is imported here, and every Scheme subclass that names a `train_type`
+Every module of this package is imported here, and every Scheme subclass naming a `train_type`
 registers itself: a new scheme is one new file in schemes/ (see base.Scheme).
 """
 from __future__ import annotations

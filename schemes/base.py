@@ -83,9 +83,8 @@ REGISTRY: Dict[str, type] = {}  # --train_type -> scheme class, filled as scheme
 class Scheme:
     """Trains a fixed set of tensors chosen by `initial_mask`; never re-selects.
 
-    A scheme is one file in schemes/: a subclass that names its `train_type` is registered when
-    the package is imported, and answers everything main.py, the loop and the summary ask of it
-    (its flags, their checks, the run name's parts, its step-time target, its memory budget)."""
+    A scheme is one file in schemes/: a subclass naming its `train_type` registers on import and
+    answers what main.py, the loop and the summary ask of it (flags, checks, run name, targets)."""
 
     train_type: Optional[str] = None  # the --train_type that runs it (None: not runnable, a base)
     needs_profile = False
@@ -107,10 +106,9 @@ class Scheme:
 
     @classmethod
     def add_flags(cls, flag: Callable) -> None:
-        """Declare the flags only this scheme reads, with `flag` (argparse's add_argument, in a
-        group of the scheme's own). Their values reach the scheme as the config field of the same
-        name when TrainConfig has one, else as `config.scheme_options[dest]`. Giving one of them
-        to another scheme is refused. Each flag's default must be None (meaning: not given)."""
+        """Declare the flags only this scheme reads with `flag` (argparse's add_argument, in the scheme's
+        own group), each with default None (not given). Their values reach the scheme as the TrainConfig
+        field of that name, else as `config.scheme_options[dest]`; other schemes refuse them."""
 
     @classmethod
     def check_flags(cls, args) -> None:

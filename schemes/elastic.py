@@ -78,11 +78,9 @@ class ElasticTraining(PeriodicSelection):
         return info
 
     def _drift(self, achieved_ms: Optional[float]) -> float:
-        """How much slower than at profiling the machine ran the period that just ended: the
-        probe's own full-gradient calls against the profile's time of them, scaled by how the
-        period's steps (typical of hundreds) compare with the same step timed right after the
-        probe. A moment of other load spanning those few calls slows both and cancels out
-        instead of moving the target (one burst read 1.22 where full training ran at 1.02).
+        """How much slower than at profiling the machine ran the period that just ended: the probe's
+        calls against the profile's time of them, scaled by the period's typical step over the same
+        step timed beside the probe (a burst of load over those few calls then cancels out).
         Without a measured period or its cached step, the probe's calls alone."""
         steps, T_grad = self.context.steps, self._profiled_probe_ms()
         if achieved_ms and steps.has(self.mask):
@@ -100,15 +98,10 @@ class ElasticTraining(PeriodicSelection):
         return self.probe.profiled_ms(profile)
 
     def _anchored(self) -> bool:
-        """Whether this selection re-anchors rho on the machine's current speed (see `_drift`).
-        The controller's exact mode only (paper mode's budget is a share of the backward pass); not at the first
-        selection of a process, a run's first or a resumed run's (a new process runs its first
-        steps slow), nor with --recalibrate (which re-measures full steps itself); and only with
-        a profile that timed the probe's pass as it runs (whole: T_grad_ms; in micro-batches under
-        a memory budget: T_grad_chunks_ms, which older profiles lack), a probed batch and the
-        probe's own timed calls. Not a classifier-only step as the budgeted runs' stand-in: it reads
-        the machine about 10 % fast (docs/benchmarks/memory.md, "Time and memory, traded: nine
-        seeds")."""
+        """Whether this selection re-anchors rho on the machine's current speed (`_drift`): in exact
+        mode, not at a process's first selection (its first steps run slow), not with --recalibrate,
+        and only where the profile timed the probe's pass as it now runs and the probe has timed calls.
+        (A classifier-only step would read the machine fast: docs/benchmarks/memory.md.)"""
         config = self.context.config
         return (self.controller.rho_mode == "exact" and self._selected_here > 0 and not config.recalibrate
                 and bool(self._profiled_probe_ms()) and self.probe.last_batch is not None

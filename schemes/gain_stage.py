@@ -1,35 +1,15 @@
 """gain_stage_training: look once at where fine-tuning's gain lives, then train from that stage up.
 
-ElasticTrainer ranks tensors by how much one update lowers the loss of the very batch it was made
-on, and re-selects the most important set under the budget: on the study's tasks that ranks the
-stem first on both of them although the gain lives in the stem on one and in the middle on the
-other, and its "50 %" selections never reach below the top stages (docs/benchmarks/selector.md).
-This scheme asks a coarser question, once, on images the update was not made on:
-
-1. The look (at the run's first selection): one optimizer update on the mean gradient of N
-   training batches, scored by the mean gradient of N validation batches after it
-   (ImportanceProbe.pooled_loss_change), summed over each resolution stage of the backbone. The
-   stage with the largest positive total is where the gain lives (the top stage when none gains).
-   N is --look_batches; by default LOOK_IMAGES images' worth (12 batches of 32): looks that size
-   named the stage the stage-alone runs gain most in on 35 of 35 seeds measured without training,
-   looks of 3 + 3 batches on 28-33. Weights, optimizer state and random states are restored after.
-2. Every selection (every --interval epochs) trains whole blocks from that stage up: as much of the
-   stage as fits the budget, then blocks above it, then single cheap tensors (BatchNorm scales and
-   shifts, biases) above the window, never a block below it. A running selection that still spends
-   the budget is kept (nothing new to compile).
-3. Where the budget cannot hold the whole stage, steps alternate between the reach (every tensor
-   from the stage's first block up) and the classifier alone, so that the mean predicted step holds
-   the target.
-
-The steps are held open loop on the profile's predicted times (no drift read, no correction from
-measured steps: the selections are whole blocks or the classifier, whose times scale with the
-machine as a full step's do), at EXACT_SHARE of rho times a full step in exact mode and PAPER_SHARE
-of the step the paper budget predicts in paper mode: at those shares its measured steps came out at
-or below ElasticTrainer's at the same rho.
-
-A validation split too small for the look is refused before anything is written, with the number of
-images it needs (check_data). Without a validation split (--validation none) the look scores the
-next training batches instead, which named the right stage less often in the study.
+The look, at the first selection: one optimizer update on the mean gradient of N training batches
+(--look_batches), scored on as many validation batches (ImportanceProbe.pooled_loss_change; state
+restored after) and summed per resolution stage. Unlike ElasticTrainer's importance, it is scored
+on images the update was not made on. The stage with the largest positive total is where the gain
+lives; every selection trains whole blocks from it up within the budget (then cheap tensors above
+them, never a block below). Where the budget cannot hold the whole stage, steps alternate between
+the stage's reach and the classifier alone so that the mean predicted step holds the target. Steps
+are held open loop on the profile's predictions (whole blocks scale with the machine as a full step
+does) at EXACT_SHARE or PAPER_SHARE of the user's budget. Measurements behind LOOK_IMAGES and the
+shares: docs/benchmarks/selector.md.
 """
 from __future__ import annotations
 
@@ -75,10 +55,9 @@ def gaining_stage(sums: Sequence[float]) -> int:
 
 
 def stage_first_scores(block_of: np.ndarray, first: int, stop: int) -> np.ndarray:
-    """Per-tensor scores under which the best window (select_window) holds as many tensors of blocks
-    first..stop-1 as fit, then as many above them as fit, and no tensor of a block below: any tensor
-    of the stage outweighs every tensor above it together, and any tensor below costs more than the
-    rest can bring. The classifier (block -1) scores 0."""
+    """Per-tensor scores under which select_window's best window holds as much of blocks first..stop-1
+    as fits, then as much above them as fits, and nothing below: a stage tensor outweighs all tensors
+    above it together, and a tensor below costs more than the rest can bring. The classifier scores 0."""
     count = len(block_of)
     scores = np.zeros(count)
     scores[block_of >= stop] = 1.0
@@ -88,8 +67,8 @@ def stage_first_scores(block_of: np.ndarray, first: int, stop: int) -> np.ndarra
 
 
 def nothing_below(mask: np.ndarray, block_of: np.ndarray, first: int) -> np.ndarray:
-    """`mask`, or all zeros when it trains a block below block `first` (when only windows below the
-    stage fit, the scores still rank them: none of them is taken)."""
+    """`mask`, or all zeros when it trains a block below block `first` (the scores still rank windows
+    below the stage when only those fit; none of them is taken)."""
     below = (block_of >= 0) & (block_of < first)
     return np.zeros_like(mask) if (mask.astype(bool) & below).any() else mask
 
@@ -137,9 +116,8 @@ def weighted_median_ms(samples: Dict[str, Sequence[float]]) -> float:
 
 
 def held_ratio(user: StepTimeController, share: float) -> float:
-    """The step-time ratio the steps are held at: `share` of the user's (in paper mode, of the step
-    the paper budget predicts, as a share of a full step), but not below the smallest feasible ratio
-    unless the user's own is."""
+    """The step-time ratio the steps are held at: `share` of the user's (paper mode: of the paper
+    budget's step over a full step), not below the smallest feasible ratio unless the user's is."""
     ratio = user.rho if user.rho_mode == "exact" else (user.T_fp_ms + user.budget_ms()) / user.T_full_ms
     smallest = solver.smallest_feasible_rho(user.t_dy, user.t_dw, user.T_fp_ms, user.T_full_ms)
     return max(share * ratio, min(ratio, smallest))
@@ -277,10 +255,9 @@ class GainStageTraining(PeriodicSelection):
         self.stage = gaining_stage(self.sums)
 
     def choose(self) -> np.ndarray:
-        """This period's selection: the running one while it still spends the budget, else the
-        nearest window from the stage up with the room it leaves filled; the reach (rotating) when
-        that does not hold the whole stage; joined with the longest contiguous top that fits when
-        it spends too little (a look naming the top stage leaves nothing above it to fill)."""
+        """This period's selection: the running one while it still spends the budget, else the nearest
+        window from the stage up with the room it leaves filled; the reach (rotating) when that does not
+        hold the whole stage; joined with the longest top that fits when it spends too little."""
         controller = self.controller
         target_ms = controller.T_fp_ms + controller.budget_ms()
         first, stop = self.stages[self.stage]

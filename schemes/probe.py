@@ -96,17 +96,11 @@ def chunked_time_ms(table: Dict[str, float], chunks: int) -> Optional[float]:
 
 
 class ImportanceProbe:
-    """Tensor importance on probe batches, leaving weights and optimizer state untouched.
+    """Tensor importance on probe batches, every model and optimizer variable restored bit for bit.
 
-    ElasticTrainer's importance of tensor k is I_k = -sum(g1 * dw0): dw0 is the update one real
-    optimizer step makes from the current weights, g1 the gradient after it (a first-order
-    estimate of how much that update lowers the loss). The probe snapshots every model
-    variable (including BatchNorm statistics and RNG states) and every optimizer variable
-    (slots, iterations, hence the schedules' step) and restores them bit for bit.
-
-    Its gradient calls run traced (one tf.function: a trace and compile on the first call, fast
-    after) or eagerly (no trace, each call slower); `plan` picks the cheaper for the calls a
-    process will make from the profile's measured costs.
+    ElasticTrainer's importance of tensor k is I_k = -sum(g1 * dw0): dw0 the update one real
+    optimizer step makes, g1 the gradient after it (how much that update lowers the loss, to first
+    order). The gradient calls run traced or eagerly, whichever `plan` finds cheaper.
     """
 
     def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.legacy.Optimizer,

@@ -1,29 +1,18 @@
-"""Sparse update (Lin et al., "On-Device Training Under 256KB Memory", NeurIPS 2022) as a
-scheme: a static selection made once, before training, by contribution analysis, under the time
-budget of --rho with ElasticTrainer's profiler and DP.
+"""Sparse update (Lin et al., "On-Device Training Under 256KB Memory", NeurIPS 2022) as a scheme:
+a static selection made once, at step 0, by contribution analysis, under --rho's time budget.
 
-Contribution analysis, as the on-device-training lecture describes it: fine-tune a few steps
-with only part of the network unfrozen, and measure how much that improves the model on data
-the trial did not train on. Here, on the backbone's blocks (gradient_filter.blocks):
-- the weights (kernels, normalization gammas) of each block alone, with the classifier;
-- the biases (biases, normalization betas) of the last k blocks, k = 1, 2, 4, ... all, with the
-  classifier (sparse update trains the biases of the last layers);
-each against the classifier alone. A block's weights get their trial's gain; the biases of the
-blocks between two bias depths get the gain the deeper trial adds. These gains are the
-importance the DP maximises under the budget, so the schemes differ from ElasticTrainer only in
-how importance is measured (trials once, against a first-order probe every few epochs).
+Contribution analysis fine-tunes parts of the backbone's blocks (gradient_filter.blocks) with the
+classifier and scores each trial by how much it lowers the loss on held-out batches, against the
+classifier alone: each block's weights (kernels, normalization gammas), and the biases (biases,
+normalization betas) of the last k blocks, k = 1, 2, 4, ... all. A block's weights get their
+trial's gain, the biases between two bias depths what the deeper trial adds. The DP maximises
+these gains under the budget: only how importance is measured differs from ElasticTrainer.
 
-With --memory_budget_mb, the selection also keeps a step's predicted peak memory within that
-budget (StepTimeController). The analysis itself trains every trial with full gradients, so its own
-peak is a full step's: the original runs it offline, before deployment; here it runs at step 0 and
-its peak is reported apart, as a selection's (`measured_selection_peak_mb`).
-
-Each trial starts from the same state (weights, optimizer, random generators restored), runs
-TRIAL_STEPS steps of plain SGD on the first TRIAL_BATCHES batches of the probe stream, and is
-scored on the next HELD_OUT_BATCHES by the drop in mean loss (on a slice this small, accuracy
-moves in steps of one example and ties; the loss is its continuous counterpart). Plain SGD with
-a per-tensor 0/1 mask lets every trial run one compiled step; its step size is the run's
-learning rate over (1 - momentum), the step momentum SGD settles to. Deterministic for a seed.
+Each trial starts from the same restored state and runs TRIAL_STEPS steps of masked plain SGD (one
+compiled step for every trial; step size the learning rate over (1 - momentum), where momentum SGD
+settles) on TRIAL_BATCHES probe batches, scored by the mean loss on the next HELD_OUT_BATCHES.
+Deterministic for a seed. Trials take full gradients, so the analysis peaks at a full step's
+memory, reported apart (`measured_selection_peak_mb`); --memory_budget_mb bounds the selected steps.
 """
 from __future__ import annotations
 

@@ -17,20 +17,15 @@ from utils import UserError
 class StepTimeController:
     """Turns rho into a backward budget and keeps the achieved step time on target.
 
-    exact mode: the profile predicts a step as T_fp + T_bp(M) and the target is rho * T_full
-    (docs/design.md §1). After each selection has run, the ratio of achieved to predicted step time
-    (a running average) corrects the next budget, so throttling, other load or a stale profile
-    do not let steps drift off target. That alone would hold steps at rho times the *profiled*
-    full step; `set_drift` (how much slower the machine runs now than when profiled, from the
-    probe's full gradients timed live, see ElasticTraining._drift) keeps the target at rho
-    times today's full step.
-    `recalibrate` swaps in live T_fp / T_full measurements instead.
+    exact mode: a step is predicted as T_fp + T_bp(M) against the target rho * T_full (docs/design.md
+    §1). After each selection's period, the running ratio of achieved to predicted step time corrects
+    the next budget, so throttling, other load or a stale profile do not move steps off target;
+    `set_drift` (today's full step over the profiled one, ElasticTraining._drift) keeps the target at
+    rho times today's full step; `recalibrate` swaps in live T_fp / T_full. `open_loop()` turns the
+    correction off (for a scheme that holds its target on predicted times: schemes/gain_stage.py).
     paper mode: the original's budget, (rho - 1/3) * 3/2 of the backward time, open loop.
-    `open_loop()` turns the correction off in exact mode too (a scheme that holds a step-time target
-    on the profile's predictions, as paper mode does: schemes/gain_stage.py).
-    With `memory_budget_mb` (exact mode), selections also keep the predicted peak of TensorFlow's
-    allocator during a step, what it holds when the selection is made plus the profile's memory
-    model of the step (memory_model.py), within that many MB (selection_solver_DP.select_within_budgets).
+    With `memory_budget_mb` (exact mode), selections also keep the allocator's predicted peak during
+    a step (what it holds now plus memory_model's step) within that many MB.
     """
 
     def __init__(self, profile: Dict, rho: float, resolution: int = 1000, rho_mode: str = "exact",
@@ -158,9 +153,8 @@ class StepTimeController:
 
     def select_window(self, importance: np.ndarray, block_of: np.ndarray, required: np.ndarray,
                       fill: np.ndarray) -> np.ndarray:
-        """The most important window selection (selection_solver_DP.select_window; forward-order
-        arrays in and out) within the same budget as `select`, in the same time units as
-        `static_top`; all zeros when no window of blocks fits."""
+        """The most important window selection (selection_solver_DP.select_window; forward order in and
+        out) within `select`'s budget, in `static_top`'s time units; all zeros when no window fits."""
         t_dy, t_dw, budget = self._budget_units()
         _, mask = solver.select_window(t_dy, t_dw, importance[::-1], block_of[::-1], required[::-1], fill[::-1],
                                        budget)

@@ -9,12 +9,10 @@ without and with a memory budget, and sparse update at the same budgets, on embe
     python scripts/memory_tradeoff.py run --seeds 0 1 2 3 4 5 6 7 8 --configs \
         elastic_training_rho0.5_chunks elastic_training_rho0.5_mem645_chunks   # the micro-batched probe's anchor
 
-The protocol is the label-space task's (experiments/study_plans.py, parts_mobilenetv2) at 128 px:
-its 64 px source backbone (MobileNetV2 has no fixed input size), batch 32, 12 epochs, lr 0.003,
-a 10 % validation split. The two budgets were fixed before any run of this plan (docs/benchmarks/memory.md,
-"Time and memory, traded"): MEMORY_BUDGETS_MB. Each finished run's summary is copied to
-results/memory_tradeoff/<run>.json (kept in git) and never trained again; logs go to
-logs/memory_tradeoff/<run>/.
+The protocol is the label-space task's (experiments/study_plans.py, parts_mobilenetv2) at 128 px
+from its 64 px source backbone; the budgets, MEMORY_BUDGETS_MB, were fixed before any run
+(docs/benchmarks/memory.md, "Time and memory, traded"). Each finished run's summary is copied to
+results/memory_tradeoff/<run>.json (kept in git) and never trained again; logs: logs/memory_tradeoff/<run>/.
 """
 from __future__ import annotations
 
@@ -34,9 +32,8 @@ from utils import UserError, atomic_write_json, read_json, run_cli
 STUDY = "parts_mobilenetv2"
 INPUT_SIZE = 128
 NUM_EPOCHS = 12
-# A quarter and half of the way from traditional TL's training-step allocator peak (347 MB) to full
-# training's (941 MB), both measured in this plan's seed-0 runs before any budgeted run (docs/benchmarks/memory.md:
-# the first choice, from one-epoch runs, missed what the allocator holds from the second epoch on).
+# A quarter and half of the way from traditional TL's step peak to full training's, both measured before
+# any budgeted run (docs/benchmarks/memory.md, "Time and memory, traded").
 MEMORY_BUDGETS_MB = (495, 645)
 RHO = 0.5
 # (scheme, rho, memory budget MB, label): the label names runs of a later code state
@@ -44,15 +41,12 @@ CONFIGS: Tuple[Tuple[str, Optional[float], Optional[float], str], ...] = (
     ("full_training", None, None, ""), ("traditional_tl_training", None, None, ""), ("elastic_training", RHO, None, ""),
     *(("elastic_training", RHO, budget, "") for budget in MEMORY_BUDGETS_MB),
     *(("sparse_update_training", RHO, budget, "") for budget in MEMORY_BUDGETS_MB))
-# Exploratory, outside the plan's 21 runs (docs/benchmarks/memory.md says so): a budget below every step peak
-# ElasticTrainer reached without one (421-490 MB), so that the budget binds its steps, not only its probe.
+# Exploratory, outside the plan (docs/benchmarks/memory.md): a budget that binds steps, not only the probe.
 CONFIGS += (("elastic_training", RHO, 400, ""),)
-# The 645 MB configuration at 95b997f, whose micro-batched probe re-anchors on a classifier step: that
-# anchor reads the machine fast (budgeted steps at 0.47 of a full step, not 0.5) and this code does not
-# have it (docs/benchmarks/memory.md), so its results are a record, not rerun (RETIRED).
+# The 645 MB configuration with a classifier-step anchor, since reverted (docs/benchmarks/memory.md): its
+# results are a record, not rerun (RETIRED).
 CONFIGS += (("elastic_training", RHO, 645, "anchored"),)
-# The micro-batched probe's anchor (the profile times the micro-batched probe pass, T_grad_chunks_ms, and
-# budgeted runs re-anchor on it): the 645 MB runs and their unbudgeted pairs, both on that code state.
+# Budgeted runs anchored on the profile's micro-batched probe pass (T_grad_chunks_ms), with unbudgeted pairs.
 CONFIGS += (("elastic_training", RHO, None, "chunks"), ("elastic_training", RHO, 645, "chunks"))
 RETIRED = {"anchored": "95b997f (its classifier-step anchor was reverted after these runs)"}
 RESULTS = os.path.join(ROOT, "results", "memory_tradeoff")
@@ -169,11 +163,9 @@ def table(seeds: Sequence[int]) -> None:
 
 
 def paired(summaries: Dict, seeds: Sequence[int]) -> None:
-    """Each budget's ElasticTrainer against ElasticTrainer without one, seed by seed (same seed,
-    same data order and initial weights; the unbudgeted run of the same tag, i.e. code state, when
-    there is one): the mean difference in test accuracy and its 95 % t interval, the
-    "within 1 point" test, and the difference in achieved step ratio (median step over the
-    profile's full step, the same profile on both sides)."""
+    """Each budget's ElasticTrainer against ElasticTrainer without one, paired by seed (the unbudgeted
+    run of the same tag, i.e. code state, when there is one): the mean difference in test accuracy
+    and its 95 % t interval, and the difference in achieved step ratio (same profile on both sides)."""
     tags = {key[3] for key in summaries if key[0] == "elastic_training" and key[2] is None}
     for budget, tag in sorted({key[2:4] for key in summaries if key[0] == "elastic_training" and key[2]}):
         unbudgeted = ("elastic_training", RHO, None, tag if tag in tags else "")

@@ -74,10 +74,9 @@ def main_arguments(model_name: str, run: Run, logdir: str, plan: Optional[str] =
 
 
 def check_one_backbone(out_dir: str, sha256: str, weights: str) -> None:
-    """UserError when results already in `out_dir` were fine-tuned from another source backbone
-    (or before backbones were recorded): a backbone trained again by other code differs (by the
-    same code on a machine of the same kind it came out identical), and a table over two of
-    them would compare runs that did not start from the same weights."""
+    """UserError when results already in `out_dir` were fine-tuned from another source backbone (or
+    before backbones were recorded): a backbone trained again by other code differs, and a table over
+    two of them would compare runs that did not start from the same weights."""
     other, unrecorded = [], []
     for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
         with open(path) as handle:
@@ -153,7 +152,7 @@ def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str, dry_run: bool = 
     if os.path.exists(frozen):  # chosen once: every later call (and every shard) runs the same configs
         with open(frozen) as handle:
             chosen = set(handle.read().split())
-    elif task in JUDGEMENT_DRAWS:  # issue 54's draws: the members placed at the selector's 5-seed ratio
+    elif task in JUDGEMENT_DRAWS:  # the judging draws: the members placed at the selector's 5-seed ratio
         chosen = placed_members(out_dir)
         if not dry_run:
             atomic_write_text(frozen, "\n".join(sorted(chosen)) + "\n")
@@ -179,9 +178,9 @@ def decisive_runs(plan: str, runs: Sequence[Run], out_dir: str, dry_run: bool = 
 
 
 def placed_members(out_dir: str) -> set:
-    """Issue 54's frontier members on a draw (BENCHMARKS.md): each placed at the selector's own mean
-    step ratio over its five judging seeds (the judgement plan's folder beside `out_dir`), ranked on
-    the family's seeds 0-2; UserError until both have run."""
+    """The judging rule's frontier members on a draw (docs/benchmarks/selector.md, "The judgements"):
+    each placed at the selector's own mean step ratio over its five judging seeds (the judgement plan's
+    folder beside `out_dir`), ranked on the family's seeds 0-2; UserError until both have run."""
     from experiments.study_frontier import family_seeds
     from experiments.study_judgement import SELECTOR, budget_names, placements
     from experiments.study_table import load_results
@@ -340,7 +339,7 @@ def frontier_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List
 
 
 def judgement_appendix(model_name: str, groups: Dict[str, List[Dict]], rows: List[Dict]) -> str:
-    """Issue 54's rule read on a draw, below the judgement plan's table: its runs against the frontier
+    """The judging rule read on a draw, below the judgement plan's table: its runs against the frontier
     plan's family on the same draw (experiments/study_judgement.py); printed too."""
     from experiments.study_judgement import judgement_section
     from experiments.study_table import load_results

@@ -113,7 +113,7 @@ def test_a_signal_stops_with_a_checkpoint_and_the_resumed_run_ends_as_an_uninter
     outputs.writer.flush()
     assert steps_of(outputs.run_dir, "loss/train") == [4, 8, 12]  # no step twice, none missing
     assert steps_of(outputs.run_dir, "time/final_test_seconds") == [12]  # the test set once, at the end
-    assert steps_of(outputs.run_dir, "under_the_hood/elastic/selected_fraction") == [0, 2, 4, 6, 8, 10]
+    assert steps_of(outputs.run_dir, "under_the_hood/selection/trained_fraction") == [0, 2, 4, 6, 8, 10]
     assert steps_of(outputs.run_dir, "selection/all") == [0, 2, 4, 6, 8, 10]  # each selection's picture once
 
     reference_model, reference_config, reference_outputs = elastic_run(tmp_path, 3, "uninterrupted", build)
@@ -253,7 +253,7 @@ def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2, 3] and summary["sessions"] == 2
     assert steps_of(str(run_dir), "loss/train") == [40, 80, 120]
     assert steps_of(str(run_dir), "summary/final_test_accuracy") == [120]
-    assert steps_of(str(run_dir), "under_the_hood/elastic/selected_fraction") == list(range(0, 120, 20))
+    assert steps_of(str(run_dir), "under_the_hood/selection/trained_fraction") == list(range(0, 120, 20))
     assert steps_of(str(run_dir), "selection/all") == list(range(0, 120, 20))  # none lost, none twice
 
 
