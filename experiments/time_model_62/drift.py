@@ -2,16 +2,15 @@
 import os, sys, time
 sys.path.insert(0, os.getcwd())
 import tf_environment  # noqa
-import numpy as np, tensorflow as tf
-import models, profiler, profile_tables
+import numpy as np
+import profiler
+from experiments.time_model_62.steps import base_masks, model_for
 from train_step import TrainStep, shared_forward, make_optimizer
 from measure import wall_times_ms
 name, size, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-tf.keras.utils.set_random_seed(0)
-model = models.build_model(name, 64, size, "none", "frozen") if name in models.MODELS else models.build_keras_application(name, 64, size, "frozen")
-points = profiler.tensor_points(model); n = len(points)
-as_mask = lambda idx: np.isin(np.arange(n), idx).astype(np.uint8)
-base = [as_mask(profile_tables.point_tensors(points, -1)), as_mask(profile_tables.point_tensors(points, 0)), np.ones(n, np.uint8)]
+model = model_for(name, size)
+points = profiler.tensor_points(model)
+base = base_masks(points)
 others = profiler._random_masks(points, 26, np.random.default_rng(1))
 setup = make_optimizer("sgd", 1e-4, 5e-4, 1000)
 images, labels = profiler.random_batch(model, batch, 0)

@@ -7,27 +7,15 @@ import os, sys
 sys.path.insert(0, os.getcwd())
 import tf_environment  # noqa
 import numpy as np, tensorflow as tf
-import models, profiler, profile_tables
-from train_step import TrainStep, shared_forward, make_optimizer
 from measure import wall_times_ms
+from experiments.time_model_62.steps import NAMES, seven_steps
 name, size, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rounds, steps = (int(sys.argv[4]), int(sys.argv[5])) if len(sys.argv) > 5 else (8, 10)
 if os.environ.get("INTER_OP"):  # e.g. INTER_OP=1: one op at a time, each op on every core
     tf.config.threading.set_inter_op_parallelism_threads(int(os.environ["INTER_OP"]))
-tf.keras.utils.set_random_seed(0)
-model = models.build_model(name, 64, size, "none", "frozen") if name in models.MODELS else models.build_keras_application(name, 64, size, "frozen")
-points = profiler.tensor_points(model); n = len(points)
-as_mask = lambda idx: np.isin(np.arange(n), idx).astype(np.uint8)
-masks = [as_mask(profile_tables.point_tensors(points, -1)), as_mask(profile_tables.point_tensors(points, 0)), np.ones(n, np.uint8)]
-masks += profiler._random_masks(points, 4, np.random.default_rng(1))
-labels_ = ["head", "path", "full"] + [f"random {i + 1}" for i in range(4)]
-setup = make_optimizer("sgd", 1e-4, 5e-4, 1000)
-images, labels = profiler.random_batch(model, batch, 0)
-forward = shared_forward(model)
-trainers = [TrainStep(model, setup.optimizer, [w for w, k in zip(model.trainable_weights, m) if k], forward=forward) for m in masks]
+trainers, images, labels = seven_steps(name, size, batch)
+labels_ = NAMES
 calls = [lambda s=s: s(images, labels)[0].numpy() for s in trainers]
-for _ in range(profiler.WARM_UP_ROUNDS):
-    for c in calls: c()
 table = np.array([wall_times_ms(calls, steps) for _ in range(rounds)])  # rounds x selections
 print(f"inter-op threads {tf.config.threading.get_inter_op_parallelism_threads()} (0: TensorFlow's default)")
 print(f"{name} {size} px / {batch}: {rounds} rounds of {steps} steps, ms (25th percentiles)")
