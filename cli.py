@@ -28,6 +28,7 @@ from schemes.probe import PROBE_MODES
 from train_step import OPTIMIZERS
 from utils import UserError, ensure_writable_dir, positive_int, read_json, str2bool
 
+
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     """The flags, over the defaults of a run's record when one is named: `--config PATH` (a
     run's config.json), or the run `--resume` continues (its own config.json, when it has one).
@@ -137,7 +138,7 @@ def model_and_data_flags(flag) -> None:
     flag("--model_name", default="resnet50", choices=list(models.MODELS), help="model to train")
     flag("--dataset_name", default="caltech_birds2011", choices=Shown(data.LISTED, data.DATASETS),
          help="dataset (embedded_* work offline; their source tasks and redrawn seeds: README, Models and datasets)")
-    flag("--train_type", default="full_training", choices=Shown(SCHEMES, SCHEMES), metavar="SCHEME",
+    flag("--train_type", default="full_training", choices=list(SCHEMES), metavar="SCHEME",
          help=f"training scheme: {', '.join(SCHEMES)} (README, Which scheme at a budget?)")
     flag("--input_size", type=int, default=224, metavar="PX", help="input image side in pixels")
     flag("--batch_size", type=positive_int, default=4, metavar="N", help="training batch size")
