@@ -124,11 +124,16 @@ def test_preemption_waits_for_the_checkpoint_and_leaves_the_requeue_to_slurm(tmp
     log = tmp_path / "task.log"
     with open(log, "w") as output:
         task = _requeueable(command, environment, str(tmp_path), output)
-        deadline = time.time() + 60
+        deadline = time.time() + 120
         while "ready" not in log.read_text() and time.time() < deadline:
             time.sleep(0.05)
+        ready = log.read_text()
+        if "ready" not in ready:  # a signal now would test a start-up race, not the waiting
+            os.killpg(task.pid, signal.SIGKILL)
+            pytest.fail(f"the stand-in did not start within 120 s: {ready!r}")
         os.killpg(task.pid, signal.SIGTERM)  # every process of the task, as SLURM does
         code = _finish(task, 60)
     assert code == 143, log.read_text()
-    assert marker.read_text() == "written"  # the checkpoint was written before the task ended
+    assert marker.exists(), log.read_text()  # the checkpoint was written before the task ended
+    assert marker.read_text() == "written"
     assert not (tmp_path / "scontrol.log").exists()
