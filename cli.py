@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -16,6 +17,7 @@ from typing import Optional, Sequence
 
 import checkpoints
 import data
+import deadline
 import energy
 import models
 import profile_tables
@@ -45,6 +47,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     typed = [argument.split("=", 1)[0] for argument in (sys.argv[1:] if argv is None else argv)]
     if record is not None and "--val_fraction" in typed and "--validation" not in typed:
         args.validation = "auto"  # a share typed beside a record chooses the split anew (0: none)
+    if "--time_budget" in typed or not args.time_budget:
+        args.step_plan = ()  # a budget typed beside a record is planned anew, on this machine's clock
+    args.step_plan = step_plan(args.step_plan)
     return args
 
 
@@ -164,7 +169,12 @@ def optimizer_flags(flag) -> None:
          help="sgd: SGDW, momentum 0.9, cosine-decayed; adam: for ViT")
     flag("--learning_rate", type=float, default=1e-4, metavar="LR", help="initial learning rate")
     flag("--weight_decay", type=float, default=5e-4, metavar="WD", help="decoupled weight decay factor (sgd)")
-    flag("--num_epochs", type=positive_int, default=12, metavar="N", help="epochs to train")
+    flag("--num_epochs", type=positive_int, default=12, metavar="N",
+         help="epochs to train (with --time_budget: the run makes the selections N epochs would)")
+    flag("--time_budget", type=duration, default=0.0, metavar="T",
+         help="train for T of wall time (90s, 5m, 1h; steps, selections, compiles) with the schedule ending "
+              "there, instead of --num_epochs (docs/deadline.md)")
+    flag("--step_plan", type=step_plan, default=(), help=argparse.SUPPRESS)  # a deadline's recorded plan (--config)
 
 
 def budget_flags(flag) -> None:
@@ -239,6 +249,27 @@ def scheme_options(args: argparse.Namespace) -> dict:
             raise UserError(f"{shown} goes with --train_type {owner} (and that scheme only), not {args.train_type}")
     scheme.check_flags(args)
     return {dest: getattr(args, dest) for dest, (owner, _) in owners.items() if owner == args.train_type}
+
+
+def duration(text: str) -> float:
+    """--time_budget's value in seconds (0: none)."""
+    if str(text).strip() in ("0", "0s", "none"):
+        return 0.0
+    try:
+        return deadline.parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: seconds, or a number with a unit "
+                                         f"(90s, 2.5m, 1h, 1h30m)") from None
+
+
+def step_plan(text) -> tuple:
+    """A recorded plan ([step, total] entries) from config.json or as JSON text."""
+    entries = json.loads(text) if isinstance(text, str) else text
+    if not isinstance(entries, (list, tuple)) or not all(
+            isinstance(entry, (list, tuple)) and len(entry) == 2 and all(isinstance(n, int) and n >= 0 for n in entry)
+            for entry in entries):
+        raise argparse.ArgumentTypeError(f"a step plan is a list of [step, total steps] pairs, not {text!r}")
+    return tuple(tuple(entry) for entry in entries)
 
 
 def listed(names) -> str:

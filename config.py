@@ -51,6 +51,8 @@ class TrainConfig:
     test_every_epoch: bool = False  # the original's per-epoch test curve (else: validation per epoch, test at the end)
     head_init: str = "glorot"  # a fresh classifier's start: glorot (Keras's, the original's) or zeros
     probe_mode: str = "auto"  # the importance probe's gradient calls: eager, traced, or auto (the cheaper, measured)
+    time_budget: float = 0.0  # seconds of training the run plans for (--time_budget; 0: --num_epochs decides)
+    step_plan: Tuple = ()  # a deadline's plan, [step, total steps] entries: recorded at the end, replayed by --config
     # the values of flags a scheme declares for itself (Scheme.add_flags) that have no field above
     scheme_options: Dict[str, object] = dataclasses.field(default_factory=dict)
 

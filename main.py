@@ -80,6 +80,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             meter.stop()
     summary["peak_memory_mb"] = peak_memory_mb()
     summary["config"] = dataclasses.asdict(config)
+    if "deadline" in summary:  # the plan it followed: replaying the summary's config repeats its steps
+        summary["config"]["step_plan"] = summary["deadline"]["plan"]
     summary["startup_parts"] = {**startup.parts, "loop": summary["loop_setup_seconds"]}  # this session's
     summary["provenance"] = origin
     report(summary, outputs.summary(summary, config.save_txt))

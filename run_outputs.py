@@ -56,6 +56,7 @@ SETTINGS = (
     Setting("interval", description="epochs between selections (schemes that re-select only)"),
     Setting("model_name"), Setting("dataset_name"), Setting("input_size"), Setting("batch_size"),
     Setting("num_epochs"), Setting("bn_mode"), Setting("validation"),
+    Setting("time_budget", description="the run's wall-clock budget in seconds (--time_budget, when given)"),
     Setting("head_init", description="how the fresh classifier started (--head_init)"),
     Setting("memory_budget_mb", description="the selection's memory budget (when given)"),
     Setting("block_range", description="block_range_training's blocks"),
@@ -71,7 +72,10 @@ RESULTS = (("final_test_accuracy", "final test accuracy (%)", "the last epoch's 
            ("test_accuracy_at_best_val", "test accuracy at best validation (%)",
             "the test set on the weights of the epoch of best validation accuracy"),
            ("process_seconds", "whole process seconds", "start-up, training, evaluation, checkpoints"),
-           ("peak_memory_mb", "peak memory (MB)", "the process's peak resident memory"))
+           ("peak_memory_mb", "peak memory (MB)", "the process's peak resident memory"),
+           ("deadline_steps", "steps run (deadline)", "steps a run under --time_budget took"),
+           ("deadline_epochs", "epochs run (deadline)", "epochs a run under --time_budget took (the last may be partial)"),
+           ("deadline_planned_steps", "steps first planned (deadline)", "the plan made before the first step"))
 
 
 def applied_settings(config, budgeted: bool, periodic: bool) -> Dict[str, object]:
@@ -83,7 +87,7 @@ def applied_settings(config, budgeted: bool, periodic: bool) -> Dict[str, object
         left_out |= {"rho", "rho_mode"}
     if not periodic:
         left_out.add("interval")
-    for name, off in (("memory_budget_mb", 0.0), ("block_range", ""), ("gf_radius", 0)):
+    for name, off in (("memory_budget_mb", 0.0), ("block_range", ""), ("gf_radius", 0), ("time_budget", 0.0)):
         if getattr(config, name) == off:
             left_out.add(name)
     return {setting.name: getattr(config, setting.name) for setting in SETTINGS if setting.name not in left_out}
@@ -93,7 +97,8 @@ def summary_results(summary: Dict) -> Dict[str, float]:
     """The RESULTS a finished run's summary has (finite ones), as the summary/* scalars' names."""
     live = summary.get("step_time_ratio_live", float("nan"))
     values = {**summary, "step_time_ratio": live if live is not None and math.isfinite(live)
-              else summary.get("step_time_ratio_achieved")}
+              else summary.get("step_time_ratio_achieved"),
+              **{f"deadline_{name}": value for name, value in (summary.get("deadline") or {}).items()}}
     return {f"summary/{name}": float(values[name]) for name, _, _ in RESULTS
             if isinstance(values.get(name), (int, float)) and math.isfinite(values[name])}
 

@@ -183,6 +183,12 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
         lines.append(f"Hint:                 {len(summary['selection_seconds'])} selections took "
                      f"{100 * share:.0f} % of the training time; each new one probes and compiles a "
                      f"step, so a longer --interval (or a longer run) makes that share smaller")
+    if summary.get("deadline"):
+        plan = summary["deadline"]
+        lines.append(f"Time budget:          {plan['budget_seconds']:.1f} s: {plan['spent_seconds']:.1f} s of training "
+                     f"({100 * plan['spent_share']:.1f} %), {plan['steps']} steps ({plan['epochs']:.2f} epochs; "
+                     f"{plan['planned_steps']} planned first, {len(plan['plan'])} plannings"
+                     + (", replayed)" if plan.get("replayed") else ")"))
     if summary.get("memory_budget_mb"):
         lines.append(f"Memory budget:        {summary['memory_budget_mb']:g} MB; predicted step peak up to "
                      f"{summary['predicted_step_peak_mb']:.0f} MB, measured {summary['measured_step_peak_mb']:.0f} MB")

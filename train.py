@@ -16,6 +16,7 @@ from tqdm import tqdm
 import models
 import checkpoints
 from config import TrainConfig
+from deadline import Deadline, check_budget, measured_costs, predicted_costs, shown
 from energy import Meter
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
@@ -51,6 +52,7 @@ class LoopState:
     scheme: Dict = dataclasses.field(default_factory=dict)
     memory_peaks: Dict = dataclasses.field(default_factory=dict)  # MB: the allocator's peak per MEMORY_PHASES
     memory_selections: List[Dict] = dataclasses.field(default_factory=list)  # predicted and measured, per selection
+    plan: List[List[int]] = dataclasses.field(default_factory=list)  # a deadline's [step, total steps] plannings
 
 
 def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.data.Dataset,
@@ -75,13 +77,14 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     loop.start(resume, evaluation=[data for data in (epoch_test, val_data) if data is not None],
                process_start=process_start)
     with StopRequest() as stop:
-        while loop.state.epoch < config.num_epochs:
+        while not loop.finished():
             totals = loop.train_epoch(stop)
             loop.end_epoch(totals, loop.evaluate_epoch(epoch_test, val_data), force_checkpoint=bool(stop.signal_number))
-            if stop.signal_number and loop.state.epoch < config.num_epochs:
+            if stop.signal_number and not loop.finished():
                 raise RunInterrupted(stop.signal_number, f"at the end of epoch {loop.state.epoch}; checkpoint written",
                                      loop.resume_command)
     loop.final_evaluation(test_data)
+    loop.record_plan()
     return loop.summary()
 
 
@@ -96,7 +99,7 @@ class Loop:
         self.steps_per_epoch, self.resume_command = steps_per_epoch, resume_command
         self.evaluate = make_evaluator(model)
         self.setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
-                                    steps_per_epoch * config.num_epochs)
+                                    steps_per_epoch * config.num_epochs, planned=bool(config.time_budget))
         self.setup.optimizer._create_all_weights(model.trainable_weights)  # slots exist, so checkpoints restore them
         self.steps = StepCache(model, self.setup.optimizer)
         context = Context(model, self.setup, config, steps_per_epoch, train_data, profile, self.steps, val_data)
@@ -118,6 +121,7 @@ class Loop:
         self.setup_seconds = 0.0
         self.first_labels: Optional[List[np.ndarray]] = []  # labels of the first batches (utils.class_mix)
         self.warned_at_chance = False  # utils.at_chance, once a session
+        self.deadline: Optional[Deadline] = None  # the run's plan under --time_budget (start() makes it)
 
     def start(self, resume: bool, evaluation: Sequence[tf.data.Dataset] = (),
               process_start: Optional[float] = None) -> None:
@@ -137,11 +141,16 @@ class Loop:
                          state.epoch + 1, state.step, state.train_seconds)
         else:
             self.check_memory_budget(evaluation)
+            self.plan_deadline()
             self.outputs.save_config(self.config)
             self.outputs.hparams(self.config, budgeted=scheme.needs_profile, periodic=scheme.reselects)
             if not scheme.due(0):  # a fixed selection: show it once
                 self.outputs.selection_mask(0, scheme.mask)
                 state.masks.append(scheme.mask.tolist())
+        if resume and self.config.time_budget:
+            self.deadline = Deadline(self.config.time_budget, scheme.planned_selections(), state.plan,
+                                     self.config.step_plan)
+            self.apply_plan(self.deadline.total)
         self.memory = AllocatorPhases(self.state.memory_peaks, self.state.memory_selections)  # a resumed run's
         now = time.perf_counter()
         self.state.startup_seconds += now - self.process_start
@@ -165,6 +174,65 @@ class Loop:
         self.epochs.probe(0, 1)
         self.scheme.check_memory(classifier_mask(self.model))
         del batches
+
+    def plan_deadline(self) -> None:
+        """Under --time_budget, the run's first plan of steps (its recorded plan when replaying):
+        from the profile's predicted costs when it has them; UserError when the budget cannot hold
+        one epoch and the run's selections."""
+        config = self.config
+        if not config.time_budget:
+            return
+        scheme = self.scheme
+        self.deadline = Deadline(config.time_budget, scheme.planned_selections(), self.state.plan, config.step_plan)
+        costs = predicted_costs(self.profile, scheme.mask, scheme.full_step, scheme.step_ratio_target(config),
+                                config.probe_batches, probes="probe_trace" in scheme.overhead_parts)
+        if costs is not None and not self.deadline.replaying:
+            check_budget(config.time_budget, self.deadline.smallest(costs, self.steps_per_epoch),
+                         self.deadline.selections, self.steps_per_epoch)
+        self.apply_plan(self.deadline.start(costs, self.steps_per_epoch * config.num_epochs))
+        logging.info("time budget %s: %d steps planned (%.1f epochs)%s", shown(config.time_budget),
+                     self.deadline.total, self.deadline.total / self.steps_per_epoch,
+                     ", as recorded" if self.deadline.replaying else
+                     "" if costs else " until measured (no profile to predict the steps)")
+
+    def apply_plan(self, total_steps: int) -> None:
+        """The schedules and the scheme follow a plan of `total_steps` steps."""
+        self.setup.plan(total_steps)
+        self.scheme.plan(total_steps)
+
+    def follow_deadline(self, spent_seconds: float) -> bool:
+        """Before a step: plan again when due (a new plan moves the schedules' end); True when the
+        deadline ends the run here."""
+        state = self.state
+        total = self.deadline.before_step(state.step, spent_seconds, len(state.selection_seconds),
+                                          lambda: self.measured_costs(spent_seconds))
+        if total is not None:
+            self.apply_plan(total)
+        return self.deadline.done(state.step)
+
+    def measured_costs(self, spent_seconds: float):
+        state = self.state
+        step_ms = state.step_ms + list((state.epoch_totals or {}).get("step_ms", []))
+        once = sum(parts.get("probe_trace", 0.0) for parts in state.selection_parts)  # the probe's first call
+        return measured_costs(spent_seconds, state.step, state.selection_seconds, once,
+                              compile_seconds(state.first_call_ms, step_ms), len(state.first_call_ms))
+
+    def finished(self) -> bool:
+        """Whether the run has taken its epochs, or its deadline's steps."""
+        if self.deadline is not None:
+            return self.follow_deadline(self.state.train_seconds)
+        return self.state.epoch >= self.config.num_epochs
+
+    @property
+    def planned_epochs(self) -> int:
+        if self.deadline is not None:
+            return max(-(-self.deadline.total // self.steps_per_epoch), self.state.epoch + 1)
+        return self.config.num_epochs
+
+    def record_plan(self) -> None:
+        """A deadline's plan, in config.json: replaying it repeats the run's steps anywhere."""
+        if self.deadline is not None:
+            self.outputs.save_config(dataclasses.replace(self.config, step_plan=tuple(map(tuple, self.state.plan))))
 
     def save_checkpoint(self) -> str:
         with self.memory.phase(None):
@@ -261,11 +329,13 @@ class Loop:
         steps_before = state.position
         previous_end = clock.started
         bar = tqdm(self.epochs.epoch(epoch, skip=state.position), total=self.steps_per_epoch, initial=state.position,
-                   desc=f"epoch {epoch + 1}/{config.num_epochs}", unit="step", dynamic_ncols=True,
+                   desc=f"epoch {epoch + 1}/{self.planned_epochs}", unit="step", dynamic_ncols=True,
                    disable=None)  # no bar when not a terminal
         for index, (images, labels) in enumerate(bar):
             if index == 0:  # the input pipeline's start (an epoch's shuffle buffer filling) is no step
                 self.memory.close(None)
+            if self.deadline is not None and state.position > 0 and self.follow_deadline(clock.seconds()):
+                break  # (an epoch's first step was asked before it began: finished())
             self.reselect_if_due()
             self.train_step(images, labels, totals, previous_end)
             if self.first_labels is not None:
@@ -381,10 +451,10 @@ class Loop:
                       if "validation/accuracy" in metrics else []) + (
             [f"test accuracy {100 * metrics['test/accuracy']:.2f}% (best {100 * state.best_accuracy:.2f}%)"]
             if "test/accuracy" in metrics else [])
-        logging.info("epoch %d/%d: %s%.1f s of training", epochs_done, self.config.num_epochs,
+        logging.info("epoch %d/%d: %s%.1f s of training", epochs_done, self.planned_epochs,
                      "".join(f"{text}, " for text in accuracies), state.train_seconds)
         warning = None if self.warned_at_chance else at_chance(train_loss, self.config.num_classes, epochs_done,
-                                                                self.config.num_epochs)
+                                                                self.planned_epochs)
         if warning:
             self.warned_at_chance = True
             logging.warning("warning: %s", warning)
@@ -441,5 +511,7 @@ class Loop:
                        selection_parts=dict(scheme.overhead), selection_parts_each=list(state.selection_parts),
                        first_call_ms=list(state.first_call_ms), **energy_summary(state.history, self.meter),
                        **scheme.facts,
+                       **({"deadline": self.deadline.facts(state.train_seconds, state.step, self.steps_per_epoch)}
+                          if self.deadline is not None else {}),
                        **memory_summary(config, state))
         return summary

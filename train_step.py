@@ -30,16 +30,41 @@ class OptimizerSetup:
     learning_rate: tf.keras.optimizers.schedules.LearningRateSchedule
     weight_decay: Optional[tf.keras.optimizers.schedules.LearningRateSchedule]
 
+    def plan(self, total_steps: int) -> None:
+        """End the schedules at `total_steps` from now on (a run under a deadline; steps already
+        taken keep the rates they had)."""
+        for schedule in (self.learning_rate, self.weight_decay):
+            if schedule is not None:
+                schedule.horizon.assign(float(max(int(total_steps), 1)))
+
+
+class PlannedCosineDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """Keras's CosineDecay (alpha 0, no warm-up) whose length is a variable: a deadline's plan can
+    move the schedule's end while compiled steps read it."""
+
+    def __init__(self, initial: float, total_steps: int):
+        self.initial = initial
+        self.horizon = tf.Variable(float(max(int(total_steps), 1)), trainable=False, dtype=tf.float32)
+
+    def __call__(self, step):
+        fraction = tf.minimum(tf.cast(step, tf.float32), self.horizon) / self.horizon
+        return self.initial * 0.5 * (1.0 + tf.cos(np.pi * fraction))
+
+    def get_config(self) -> Dict:
+        return {"initial": self.initial, "total_steps": int(self.horizon.numpy())}
+
 
 def make_optimizer(name: str, learning_rate: float, weight_decay: float,
-                   total_steps: int) -> OptimizerSetup:
+                   total_steps: int, planned: bool = False) -> OptimizerSetup:
     """The paper's optimizer, `name` "sgd": tensorflow-addons SGDW (momentum 0.9), the learning rate
     and the decoupled decay lr * weight_decay both cosine-decayed to zero over `total_steps`;
-    "adam" (for ViT) ignores `weight_decay`."""
+    "adam" (for ViT) ignores `weight_decay`. `planned`: schedules whose end OptimizerSetup.plan
+    moves (a run under a deadline)."""
     steps = max(int(total_steps), 1)
-    lr_schedule = tf.keras.optimizers.schedules.CosineDecay(learning_rate, steps)
+    cosine = PlannedCosineDecay if planned else tf.keras.optimizers.schedules.CosineDecay
+    lr_schedule = cosine(learning_rate, steps)
     if name == "sgd":
-        wd_schedule = tf.keras.optimizers.schedules.CosineDecay(learning_rate * weight_decay, steps)
+        wd_schedule = cosine(learning_rate * weight_decay, steps)
         optimizer = tfa.optimizers.SGDW(weight_decay=wd_schedule, learning_rate=lr_schedule,
                                         momentum=MOMENTUM)
         return OptimizerSetup(optimizer, lr_schedule, wd_schedule)

@@ -165,6 +165,14 @@ class Scheme:
     def reselect(self, step: int) -> Dict[str, float]:
         return {}
 
+    def planned_selections(self) -> int:
+        """Selections a run makes under a deadline: one when the scheme selects at its first step,
+        none when its selection is fixed (a scheme that re-selects spreads its own over the plan)."""
+        return int(self.due(0))
+
+    def plan(self, total_steps: int) -> None:
+        """Under a deadline: the steps the run now plans to take in all."""
+
     def step_mask(self, step: int) -> np.ndarray:
         """The selection the loop's next step (number `step`) trains: the period's, unless the
         scheme rotates selections within a period."""

@@ -33,9 +33,7 @@ class ElasticTraining(PeriodicSelection):
 
     def probe_calls(self, step: int) -> int:
         """The gradient calls the probe makes from `step` to the run's end (this process's)."""
-        total = self.context.steps_per_epoch * self.context.config.num_epochs
-        selections = -(-max(total - step, 0) // self.interval_steps)  # due at multiples of the interval
-        return selections * self.context.config.probe_batches * self.calls_per_batch
+        return self.selections_left(step) * self.context.config.probe_batches * self.calls_per_batch
 
     def importance(self) -> np.ndarray:
         return self.probe.loss_change(self.probe_batches(self.context.config.probe_batches))

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from measure import typical_ms, wall_times_ms
+from deadline import selection_due, selections_in
 from schemes.base import BudgetedScheme, Context, classifier_mask, interval_steps
 from schemes.time_budget import StepTimeController
 from train_step import Forward, eager_gradients, full_gradients, preserved_state
@@ -284,6 +285,9 @@ class PeriodicSelection(BudgetedScheme):
     def __init__(self, context: Context):
         super().__init__(context)
         self.interval_steps = interval_steps(context.config.interval, context.steps_per_epoch)
+        # the selections --num_epochs makes; under a deadline as many, spread over the planned steps
+        self.count = selections_in(context.steps_per_epoch * context.config.num_epochs, self.interval_steps)
+        self.horizon: Optional[int] = None  # the deadline's planned steps (None: every interval_steps)
         self.selections = 0  # made so far in the run
         self.probe = ImportanceProbe(context.model, context.setup.optimizer, context.steps.forward)
         self.head = classifier_mask(context.model)
@@ -292,7 +296,22 @@ class PeriodicSelection(BudgetedScheme):
         return classifier_mask(model)
 
     def due(self, step: int) -> bool:
+        if self.horizon is not None:
+            return selection_due(step, self.selections, self.count, self.horizon)
         return step % self.interval_steps == 0
+
+    def planned_selections(self) -> int:
+        return self.count
+
+    def plan(self, total_steps: int) -> None:
+        self.horizon = total_steps
+
+    def selections_left(self, step: int) -> int:
+        """Selections from `step` (one due there included) to the run's end."""
+        if self.horizon is not None:
+            return max(self.count - self.selections, 0)
+        total = self.context.steps_per_epoch * self.context.config.num_epochs
+        return -(-max(total - step, 0) // self.interval_steps)  # due at multiples of the interval
 
     def state(self) -> Dict:
         return {**super().state(), "selections": self.selections, "controller": self.controller.state(),

@@ -669,7 +669,7 @@ def test_the_loop_warns_once_when_the_loss_is_still_at_chance_a_third_in(caplog)
     import logging
     import types
 
-    loop = types.SimpleNamespace(config=config(num_classes=20, num_epochs=12), warned_at_chance=False)
+    loop = types.SimpleNamespace(config=config(num_classes=20, num_epochs=12), warned_at_chance=False, planned_epochs=12)
     with caplog.at_level(logging.WARNING):
         for epoch, loss in enumerate([3.06, 3.00, 3.00, 3.00, 2.99, 2.99], 1):
             loop.state = types.SimpleNamespace(epoch=epoch - 1, best_accuracy=0.0, train_seconds=1.0)

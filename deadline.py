@@ -1,0 +1,203 @@
+"""A wall-clock deadline for a run (--time_budget): how many steps fit in it, planned before the
+first step and planned again as steps are measured, so that the learning-rate schedule ends at
+the deadline (budget-aware training: a schedule that ends at the budget, not one cut short).
+
+Time counts as a run's `train_seconds` does: steps, data, selections and the compiles of new
+steps; not evaluation or checkpoints. The plan is a list of [step, total steps] entries, one per
+planning; replaying it (a run's config.json records it as `step_plan`) repeats the same run on any
+machine without reading a clock. docs/deadline.md says how to use it and what it measured.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+import selection_solver_DP as solver
+from utils import UserError
+
+UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+WARM_STEPS = 8  # steps measured before the first plan that reads the clock
+REPLANS = 4  # the next planning comes after a quarter of the steps left (more often near the end)
+MIN_REPLAN_GAP = 5  # steps
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of '90', '90s', '1.5m', '5min', '1h' or '1h30m'; ValueError for anything else."""
+    spoken = str(text).strip().lower()
+    parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)([a-z]*)", spoken)
+    if not parts or "".join(number + unit for number, unit in parts) != spoken:
+        raise ValueError(f"not a duration: {text!r}")
+    seconds = 0.0
+    for number, unit in parts:
+        if unit not in UNITS or (unit == "" and len(parts) > 1):
+            raise ValueError(f"not a duration: {text!r}")
+        seconds += float(number) * UNITS[unit]
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"not a positive duration: {text!r}")
+    return seconds
+
+
+def shown(seconds: float) -> str:
+    """A budget as a user types it: '42s', '5m', '1h30m' (rounded up to whole seconds)."""
+    whole = int(math.ceil(seconds - 1e-9))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = "".join(f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if value)
+    return text or "0s"
+
+
+@dataclasses.dataclass(frozen=True)
+class Costs:
+    """What the run's time is made of: one steady step with its data, one selection (its probe's
+    calls, the DP and the compile of its new step), and what the run pays once (the probe's first
+    call, which traces it; a fixed selection's compile)."""
+
+    step_s: float
+    selection_s: float = 0.0
+    once_s: float = 0.0
+
+
+def steps_that_fit(budget_s: float, spent_s: float, costs: Costs, selections_left: int,
+                   once_left: bool = False) -> int:
+    """Steps the time left holds after the selections still to come (and the one-time costs, still
+    to come at the start): none when it holds none."""
+    room = budget_s - spent_s - max(selections_left, 0) * costs.selection_s - (costs.once_s if once_left else 0.0)
+    return max(0, int(math.floor(room / costs.step_s))) if costs.step_s > 0 else 0
+
+
+def predicted_costs(profile: Optional[Dict], mask: np.ndarray, full_step: bool, step_ratio: float,
+                    probe_batches: int, probes: bool) -> Optional[Costs]:
+    """The costs a profile predicts before any step (None without a profile): a full step's time,
+    `step_ratio` of it for a scheme that aims at a ratio (nan: the profile's sum for `mask`); a
+    selection as the probe's traced calls and a compile; once, the probe's trace (`probes`) or
+    else a compile. Compile and trace come from the profile's probe costs (none in older profiles)."""
+    if not profile:
+        return None
+    if full_step:
+        step_ms = float(profile["T_full_ms"])
+    elif math.isfinite(step_ratio):
+        step_ms = step_ratio * float(profile["T_full_ms"])
+    else:
+        t_dy = np.array([t["t_dy_ms"] for t in reversed(profile["tensors"])], float)
+        t_dw = np.array([t["t_dw_ms"] for t in reversed(profile["tensors"])], float)
+        step_ms = float(profile["T_fp_ms"]) + float(solver.backward_time(t_dy, t_dw, np.asarray(mask)[::-1]))
+    probe = profile.get("probe_costs") or {}
+    compile_ms = max(float(probe.get("traced_step_first_ms", 0.0)) - step_ms, 0.0)
+    probe_ms = float(probe.get("traced_ms", profile["T_full_ms"]))
+    selection_ms = compile_ms + 2 * probe_batches * probe_ms
+    once_ms = max(float(probe.get("traced_first_ms", 0.0)) - probe_ms, 0.0) if probes else compile_ms
+    return Costs(step_ms / 1000, selection_ms / 1000, once_ms / 1000)
+
+
+def measured_costs(spent_s: float, steps: int, selection_seconds: Sequence[float], once_s: float,
+                   compile_s: float, compiles: int) -> Optional[Costs]:
+    """The costs measured so far (None before a steady step): the steady steps' mean share of the
+    time (data and each epoch's start included); a selection's mean with its compile, without
+    what only the first paid (`once_s`: the probe's trace)."""
+    steady = steps - compiles
+    if steady <= 0:
+        return None
+    selections = float(sum(selection_seconds))
+    step_s = max(spent_s - selections - compile_s, 1e-6) / steady
+    if not len(selection_seconds):
+        return Costs(step_s, 0.0, compile_s)
+    return Costs(step_s, max(selections - once_s + compile_s, 0.0) / len(selection_seconds), once_s)
+
+
+class Deadline:
+    """A run's plan of steps under --time_budget: `plan` ([step, total] entries, checkpointed with
+    the loop's state) and, replaying a recorded plan (`recorded`), the same entries at the same
+    steps with no clock read."""
+
+    def __init__(self, budget_s: float, selections: int, plan: List[List[int]],
+                 recorded: Sequence[Sequence[int]] = ()):
+        self.budget_s, self.selections = budget_s, selections
+        self.plan = plan  # the loop state's own list: entries added here are checkpointed with it
+        self.recorded = [list(map(int, entry)) for entry in recorded]
+        self.costs: Optional[Costs] = None
+        self.next_replan = WARM_STEPS if not plan else self._after(plan[-1][0], plan[-1][1])
+
+    @property
+    def total(self) -> int:
+        return self.plan[-1][1]
+
+    @property
+    def replaying(self) -> bool:
+        return bool(self.recorded)
+
+    def start(self, costs: Optional[Costs], provisional: int) -> int:
+        """The first plan: the profile's `costs`, else `provisional` steps until measured."""
+        if self.replaying:
+            self.plan.append(self.recorded[0])
+        else:
+            self.costs = costs
+            total = steps_that_fit(self.budget_s, 0.0, costs, self.selections, True) if costs else provisional
+            self.plan.append([0, total])
+        return self.total
+
+    def smallest(self, costs: Costs, steps_per_epoch: int) -> float:
+        """Seconds one epoch takes with the run's selections and first compile."""
+        return steps_per_epoch * costs.step_s + self.selections * costs.selection_s + costs.once_s
+
+    def before_step(self, step: int, spent_s: float, selections_made: int, measure) -> Optional[int]:
+        """At the start of step `step` (`spent_s` so far): a new total when the plan changes
+        (the step's or a later one; `step` itself when the run ends here), else None.
+        `measure()` gives the Costs measured so far (None before a steady step)."""
+        if self.replaying:
+            for at, total in self.recorded:
+                if at == step and [at, total] != self.plan[-1]:
+                    self.plan.append([at, total])
+                    return total
+            return None
+        if step >= self.next_replan and step < self.total:
+            costs = measure()
+            if costs is not None:
+                self.costs = costs
+                total = step + steps_that_fit(self.budget_s, spent_s, costs, self.selections - selections_made)
+                self.next_replan = self._after(step, total)
+                if total != self.total:
+                    self.plan.append([step, total])
+                    return total
+        if step < self.total and self.costs is not None and spent_s + self.costs.step_s > self.budget_s:
+            self.plan.append([step, step])  # the clock is up before the plan: end here
+            return step
+        return None
+
+    @staticmethod
+    def _after(step: int, total: int) -> int:
+        return step + max(MIN_REPLAN_GAP, (total - step) // REPLANS)
+
+    def done(self, step: int) -> bool:
+        return step >= self.total
+
+    def facts(self, spent_s: float, steps: int, steps_per_epoch: int) -> Dict:
+        """What the summary records: the budget, the seconds spent, the first and last plans,
+        the steps and epochs run and every planning."""
+        return {"budget_seconds": self.budget_s, "spent_seconds": spent_s, "spent_share": spent_s / self.budget_s,
+                "planned_steps": self.plan[0][1] if self.plan else 0, "steps": steps,
+                "epochs": steps / steps_per_epoch, "selections": self.selections, "plan": [list(e) for e in self.plan],
+                "replayed": self.replaying}
+
+
+def selections_in(total_steps: int, interval_steps: int) -> int:
+    """How many selections a run of `total_steps` steps makes every `interval_steps` (the first at
+    step 0): under a deadline a re-selecting scheme makes as many, spread over its planned steps."""
+    return max(1, -(-total_steps // interval_steps))
+
+
+def selection_due(step: int, made: int, selections: int, total: int) -> bool:
+    """Whether the next of `selections` selections spread evenly over `total` steps is due at `step`."""
+    return made < selections and step >= (made * total) // selections
+
+
+def check_budget(budget_s: float, smallest_s: float, selections: int, steps_per_epoch: int) -> None:
+    """UserError when the budget cannot hold one epoch and the run's selections."""
+    if budget_s < smallest_s:
+        what = f"one epoch ({steps_per_epoch} steps)" + (f" and its {selections} selection{'s' * (selections > 1)}"
+                                                          if selections else "")
+        raise UserError(f"--time_budget {shown(budget_s)} is too small: {what} take about {smallest_s:.1f} s by the "
+                        f"profile; give at least --time_budget {shown(smallest_s * 1.05)}")

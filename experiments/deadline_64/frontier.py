@@ -1,0 +1,197 @@
+"""Issue 64's deadline frontier on one design draw: full training's own 12-epoch time first (3 seeds),
+then every compared scheme with --time_budget at 0.4, 0.6 and 0.8 of that time, 3 seeds, in one
+batch on one code state. Each finished run's summary is kept under results/deadline_64/<task>/runs/
+(the sweep resumes from them); --table writes the table and the figure from them.
+
+    PYTHONPATH=. python experiments/deadline_64/frontier.py --task parts            # train what is missing
+    PYTHONPATH=. python experiments/deadline_64/frontier.py --task parts --table    # table and figure
+
+The reading rules are in results/deadline_64/README.md, written before the first run.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import subprocess
+import sys
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from bench import publish_report  # noqa: E402
+from experiments import study_plans  # noqa: E402
+from experiments.runner import train_all  # noqa: E402
+from experiments.sharding import host_name  # noqa: E402
+from utils import atomic_write_json  # noqa: E402
+
+STUDY_KEYS = {"parts": "parts_mobilenetv2", "shapes": "mobilenetv2"}
+FRACTIONS = (0.4, 0.6, 0.8)
+SEEDS = (0, 1, 2)
+# (row name, flags): the issue's schemes; "50 %" is the original's rule (0.533, paper), as in the study
+SCHEMES: Tuple[Tuple[str, List[str]], ...] = (
+    ("full_training", ["--train_type", "full_training"]),
+    ("elastic_training 50 %", ["--train_type", "elastic_training", "--rho", "0.533", "--rho_mode", "paper"]),
+    ("elastic_training 0.7", ["--train_type", "elastic_training", "--rho", "0.7"]),
+    ("gain_stage_training 50 %", ["--train_type", "gain_stage_training", "--rho", "0.533", "--rho_mode", "paper"]),
+    ("gain_stage_training 0.7", ["--train_type", "gain_stage_training", "--rho", "0.7"]),
+    ("static_top_training 0.5", ["--train_type", "static_top_training", "--rho", "0.5"]),
+    ("traditional_tl_training", ["--train_type", "traditional_tl_training"]),
+)
+
+
+def slug(row: str) -> str:
+    return row.replace(" %", "pct").replace(" ", "_")
+
+
+def base_flags(task: str, seed: int, log_root: str, name: str) -> List[str]:
+    key = STUDY_KEYS[task]
+    protocol = study_plans.plan_protocol(key, "frontier")
+    return study_plans.protocol_flags(key, "frontier") + [
+        "--weights", os.path.join(ROOT, protocol["weights"]), "--num_epochs", str(protocol["num_epochs"]),
+        "--interval", str(protocol["interval"]), "--seed", str(seed), "--logdir", log_root, "--run_name", name]
+
+
+def runs_dir(out: str, task: str) -> str:
+    return os.path.join(out, task, "runs")
+
+
+def finished(out: str, task: str) -> Dict[str, Dict]:
+    return {os.path.basename(path)[:-5]: json.load(open(path)) for path in glob.glob(os.path.join(runs_dir(out, task), "*.json"))}
+
+
+def train(jobs, out: str, task: str, log_root: str, dry_run: bool) -> None:
+    done = finished(out, task)
+    pending = [job for job in jobs if job[0] not in done]
+
+    def keep(name: str, summary: Dict, seconds: float) -> None:
+        summary["wall_seconds"] = seconds
+        atomic_write_json(os.path.join(runs_dir(out, task), name + ".json"), summary)
+
+    os.makedirs(runs_dir(out, task), exist_ok=True)
+    train_all(pending, log_root, dry_run, keep)
+
+
+def full_seconds(out: str, task: str) -> float:
+    done = finished(out, task)
+    times = [done[f"full12_s{seed}"]["train_seconds"] for seed in SEEDS if f"full12_s{seed}" in done]
+    if len(times) < len(SEEDS):
+        raise SystemExit("full training's 12-epoch runs have not all finished")
+    return float(np.mean(times))
+
+
+def budget_jobs(task: str, reference: float, log_root: str) -> List:
+    jobs = []
+    for seed in SEEDS:  # seeds outermost: a drift of the machine's speed reaches every scheme alike
+        for fraction in FRACTIONS:
+            budget = round(fraction * reference, 1)
+            for row, flags in SCHEMES:
+                name = f"{slug(row)}_b{fraction:g}_s{seed}"
+                jobs.append((name, base_flags(task, seed, log_root, name) + flags + ["--time_budget", f"{budget}s"]))
+    return jobs
+
+
+def commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+def mean_std(values) -> str:
+    values = np.array(values, float)
+    return f"{100 * values.mean():.1f} ± {100 * values.std(ddof=1):.1f}" if len(values) > 1 else f"{100 * values[0]:.1f}"
+
+
+def table(out: str, task: str) -> None:
+    done = finished(out, task)
+    reference = full_seconds(out, task)
+    full12 = [done[f"full12_s{seed}"] for seed in SEEDS]
+    lines = [f"# Deadline frontier, {task} design draw (issue 64)", "",
+             f"Full training's own 12-epoch training time: {reference:.1f} s (mean of seeds {', '.join(map(str, SEEDS))}: "
+             f"{', '.join('%.1f' % run['train_seconds'] for run in full12)}); final test accuracy "
+             f"{mean_std([s['final_test_accuracy'] for s in full12])} %.", "",
+             "Final-epoch test accuracy, mean ± std over seeds (%); validation accuracy at the last epoch; the "
+             "share of the budget the run's training seconds spent (min-max); steps run (mean).", "",
+             "| budget | scheme | seeds | final test acc | final val acc | spent share | steps | epochs |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    points, readings = {}, []
+    for fraction in FRACTIONS:
+        means = {}
+        for row, _ in SCHEMES:
+            runs = [done.get(f"{slug(row)}_b{fraction:g}_s{seed}") for seed in SEEDS]
+            runs = [run for run in runs if run]
+            if not runs:
+                continue
+            shares = [run["deadline"]["spent_share"] for run in runs]
+            tests = [run["final_test_accuracy"] for run in runs]
+            means[row] = (float(np.mean(tests)), float(np.std(tests, ddof=1)) if len(tests) > 1 else 0.0)
+            vals = [run["history"][-1].get("val_accuracy", float("nan")) for run in runs]
+            points.setdefault(row, []).append((float(np.mean([run["train_seconds"] for run in runs])),
+                                               100 * float(np.mean(tests)), 100 * float(np.std(tests, ddof=1))
+                                               if len(tests) > 1 else 0.0))
+            lines.append(f"| {fraction:g} ({runs[0]['deadline']['budget_seconds']:.1f} s) | {row} | {len(runs)} | "
+                         f"{mean_std(tests)} | {mean_std(vals)} | {min(shares):.3f}-{max(shares):.3f} | "
+                         f"{np.mean([run['deadline']['steps'] for run in runs]):.0f} | "
+                         f"{np.mean([run['deadline']['epochs'] for run in runs]):.2f} |")
+        if means:
+            readings.append(f"- {fraction:g}: {best_reading(means)}")
+    lines += ["", "Best at each budget (highest mean; level: within one pooled standard deviation of it):",
+              *readings, "", f"Per-run records: results/deadline_64/{task}/runs/ (each run's summary.json).",
+              "", f"Made by `PYTHONPATH=. python experiments/deadline_64/frontier.py --task {task}` (then `--table`) "
+              f"at {commit()} on {host_name()}, {datetime.date.today()}."]
+    path = os.path.join(out, f"frontier_{task}.md")
+    publish_report("\n".join(lines), path, runs=None)
+    figure(points, reference, 100 * float(np.mean([s["final_test_accuracy"] for s in full12])),
+           os.path.join(out, f"frontier_{task}.png"), task)
+
+
+def best_reading(means: Dict[str, Tuple[float, float]]) -> str:
+    """The best row by mean accuracy, and the rows level with it (within one pooled std)."""
+    best = max(means, key=lambda row: means[row][0])
+    level = [row for row in means if row != best and
+             means[best][0] - means[row][0] <= np.sqrt((means[best][1] ** 2 + means[row][1] ** 2) / 2)]
+    return f"{best} ({100 * means[best][0]:.1f} %)" + (f"; level: {', '.join(level)}" if level else "")
+
+
+def figure(points: Dict, reference: float, full12: float, path: str, task: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for row, values in points.items():
+        seconds, accuracy, spread = zip(*values)
+        ax.errorbar(seconds, accuracy, yerr=spread, marker="o", capsize=3, label=row)
+    ax.axhline(full12, color="gray", linestyle="--", label=f"full training, 12 epochs ({reference:.0f} s)")
+    ax.set_xlabel("training seconds (the run's --time_budget)")
+    ax.set_ylabel("final test accuracy (%)")
+    ax.set_title(f"Accuracy at a deadline: {task} design draw, 3 seeds")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", choices=sorted(STUDY_KEYS), required=True)
+    parser.add_argument("--out", default=os.path.join(ROOT, "results", "deadline_64"))
+    parser.add_argument("--log_root", default=os.path.join(ROOT, "logs", "deadline_64"))
+    parser.add_argument("--dry_run", action="store_true")
+    parser.add_argument("--table", action="store_true")
+    args = parser.parse_args()
+    if args.table:
+        return table(args.out, args.task)
+    log_root = os.path.join(args.log_root, args.task)
+    reference = [(f"full12_s{seed}", base_flags(args.task, seed, log_root, f"full12_s{seed}") +
+                  ["--train_type", "full_training"]) for seed in SEEDS]
+    train(reference, args.out, args.task, log_root, args.dry_run)
+    if args.dry_run:
+        return
+    train(budget_jobs(args.task, full_seconds(args.out, args.task), log_root), args.out, args.task, log_root, False)
+
+
+if __name__ == "__main__":
+    main()

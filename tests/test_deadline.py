@@ -1,0 +1,209 @@
+"""--time_budget: durations, the plan of steps a deadline holds (on a simulated clock, then on
+real tiny runs), the schedule that ends at the plan, replays of a recorded plan and resuming."""
+from __future__ import annotations
+
+import json
+import math
+import signal
+
+import pytest
+import tensorflow as tf
+
+import cli
+import deadline
+import run_control
+import train
+from deadline import Costs, Deadline, measured_costs, selection_due
+from run_outputs import RunOutputs, summary_results
+from test_resume import SignalAt
+from test_train import config, tiny_data, tiny_model, tiny_profile
+from train_step import PlannedCosineDecay, make_optimizer
+from utils import UserError
+
+
+@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("1.5m", 90), ("5min", 300), ("1h", 3600),
+                                           ("1h30m", 5400), (" 2M ", 120), (".5h", 1800)])
+def test_durations_take_seconds_minutes_and_hours(text, seconds):
+    assert deadline.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5x", "m", "-3s", "0", "1h 30", "30 5", "nan", "inf", "1e3"])
+def test_what_is_no_duration_is_refused(text):
+    with pytest.raises(ValueError):
+        deadline.parse_duration(text)
+
+
+def test_a_budget_is_shown_as_a_user_types_it():
+    assert [deadline.shown(s) for s in (42, 41.2, 300, 5400, 3661)] == ["42s", "42s", "5m", "1h30m", "1h1m1s"]
+
+
+def simulate(budget, truth: dict, predicted, selections: int, provisional: int = 10_000):
+    """A run on a clock that moves by `truth`'s seconds (step, probe: a selection's probe and DP,
+    compile: a new step's first call beyond a step, once: the probe's first trace), the loop's own
+    accounting and the deadline's plan; returns (spent, steps, plan, the selections' steps)."""
+    plan = []
+    clock = Deadline(budget, selections, plan)
+    clock.start(predicted, provisional)
+    spent, step, made, selection_seconds, compile_total, compiles, selected_at = 0.0, 0, 0, [], 0.0, 0, []
+    fresh = True  # the next step's selection has not been compiled
+    while True:
+        measure = (lambda: measured_costs(spent, step, selection_seconds, truth["once"] if selections else 0.0,
+                                          compile_total, compiles))
+        clock.before_step(step, spent, made, measure)
+        if clock.done(step):
+            break
+        if selections and selection_due(step, made, selections, clock.total):
+            seconds = truth["probe"] + (truth["once"] if not made else 0.0)
+            selection_seconds.append(seconds)
+            spent += seconds
+            made += 1
+            selected_at.append(step)
+            fresh = True
+        spent += truth["step"]
+        if fresh:
+            spent += truth["compile"]
+            compile_total += truth["compile"]
+            compiles += 1
+            fresh = False
+        step += 1
+    return spent, step, plan, selected_at
+
+
+TRUTH = dict(step=0.1, probe=0.3, compile=1.0, once=2.0)
+
+
+@pytest.mark.parametrize("speed", [1.0, 0.5, 2.0])  # the machine against its profile: as profiled, slower, faster
+@pytest.mark.parametrize("selections", [0, 3])
+def test_a_run_spends_its_budget_whatever_the_profile_said(speed, selections):
+    truth = {part: seconds / speed for part, seconds in TRUTH.items()}
+    predicted = Costs(TRUTH["step"], TRUTH["probe"] + TRUTH["compile"], TRUTH["once"] if selections else TRUTH["compile"])
+    spent, steps, plan, selected_at = simulate(60.0, truth, predicted, selections)
+    assert 0.95 * 60 <= spent <= 60 + truth["step"]  # the issue's goal: 95-100 % (plus one step)
+    first = plan[0][1]
+    if speed == 1.0:
+        assert abs(steps - first) <= 3
+    else:  # a slower machine shortens the plan, a faster one lengthens it
+        assert (steps < first) if speed < 1 else (steps > first)
+    assert plan[-1][1] == steps and len(plan) < 20
+    assert len(selected_at) == selections  # as many selections as --num_epochs would make, spread over the run
+    if selections:
+        assert selected_at[0] == 0 and all(abs(at - k * steps / selections) <= 0.15 * steps
+                                           for k, at in enumerate(selected_at))
+
+
+def test_without_a_profile_the_first_measured_steps_plan_the_run():
+    spent, steps, plan, _ = simulate(30.0, dict(TRUTH), None, 0, provisional=12)
+    assert plan[0] == [0, 12] and plan[1][0] == deadline.WARM_STEPS
+    assert 0.95 * 30 <= spent <= 30 + TRUTH["step"]
+
+
+def test_a_recorded_plan_is_followed_step_for_step_without_a_clock():
+    recorded = [[0, 63], [8, 38], [15, 39], [26, 43], [41, 41]]
+
+    def no_clock():
+        raise AssertionError("a replay reads no clock")
+
+    plan = []
+    clock = Deadline(12.0, 3, plan, recorded)
+    clock.start(Costs(1.0), 5)
+    totals, step = {}, 0
+    while True:
+        changed = clock.before_step(step, 1e9, 0, no_clock)  # spent far beyond the budget: ignored
+        if changed is not None:
+            totals[step] = changed
+        if clock.done(step):
+            break
+        step += 1
+    assert step == 41 and plan == recorded and totals == {8: 38, 15: 39, 26: 43, 41: 41}
+
+
+def test_selections_spread_evenly_over_the_plan():
+    due = [step for step in range(100) if selection_due(step, sum(1 for s in range(step) if s in (0, 33, 66)), 3, 100)]
+    assert due == [0, 33, 66]
+    assert not selection_due(99, 3, 3, 100)
+
+
+def test_a_budget_too_small_for_an_epoch_and_its_selections_is_refused_naming_one_that_works():
+    clock = Deadline(5.0, 3, [])
+    smallest = clock.smallest(Costs(0.1, 1.3, 2.0), 30)
+    assert smallest == pytest.approx(3 + 3.9 + 2)
+    with pytest.raises(UserError, match=r"^--time_budget 5s is too small: one epoch \(30 steps\) and its 3 "
+                                        r"selections take about 8\.9 s by the profile; give at least "
+                                        r"--time_budget 10s$"):
+        deadline.check_budget(5.0, smallest, 3, 30)
+    deadline.check_budget(9.0, smallest, 3, 30)
+
+
+def test_the_schedule_is_keras_cosine_until_a_plan_moves_its_end():
+    planned, keras = PlannedCosineDecay(0.003, 100), tf.keras.optimizers.schedules.CosineDecay(0.003, 100)
+    assert max(abs(float(planned(step)) - float(keras(step))) for step in range(0, 130, 3)) < 1e-9
+    setup = make_optimizer("sgd", 0.1, 0.01, 100, planned=True)
+    setup.plan(40)
+    assert float(setup.learning_rate(20)) == pytest.approx(0.05) and float(setup.learning_rate(40)) == 0.0
+    assert float(setup.weight_decay(20)) == pytest.approx(0.0005)
+
+    @tf.function
+    def compiled(step):  # a compiled step reads the moved end, not the one it was traced with
+        return setup.learning_rate(step)
+
+    assert float(compiled(tf.constant(20))) == pytest.approx(0.05)
+    setup.plan(80)
+    assert float(compiled(tf.constant(20))) == pytest.approx(0.05 * (1 + math.cos(math.pi / 4)))
+
+
+def test_a_budget_typed_beside_a_replayed_config_is_planned_anew(tmp_path):
+    record = tmp_path / "config.json"
+    record.write_text(json.dumps({"time_budget": 20.0, "step_plan": [[0, 149], [8, 84], [84, 84]]}))
+    assert cli.parse_args(["--config", str(record)]).step_plan == ((0, 149), (8, 84), (84, 84))
+    assert cli.parse_args(["--config", str(record), "--time_budget", "30s"]).step_plan == ()
+    assert cli.parse_args(["--config", str(record), "--time_budget", "0"]).time_budget == 0.0
+
+
+def test_a_bad_budget_is_one_line_naming_the_forms_that_work(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.parse_args(["--time_budget", "5x"])
+    assert exited.value.code == 2
+    assert "argument --time_budget: '5x' is not a duration: seconds, or a number with a unit (90s, 2.5m, 1h, " \
+           "1h30m)" in capsys.readouterr().err
+
+
+def deadline_run(tmp_path, name: str, budget: float, train_data=None, resume=False, **overrides):
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    run_config = config(train_type="elastic_training", num_epochs=4, interval=1.0, logdir=str(tmp_path), run_name=name,
+                        rho_mode="paper", time_budget=budget, checkpoint_seconds=0.0, **overrides)
+    outputs = RunOutputs(str(tmp_path), name, "tiny", 3, 16)
+    return train.train(run_config, model, train_data or tiny_data(), tiny_data(), 4, outputs, tiny_profile(model),
+                       resume=resume, resume_command="python main.py ... --resume")
+
+
+@pytest.mark.slow
+def test_a_tiny_run_ends_at_its_deadline_records_its_plan_and_replays_it(tmp_path):
+    summary = deadline_run(tmp_path, "timed", 4.0)
+    facts = summary["deadline"]
+    assert summary["train_seconds"] <= 4.0 + 0.5 and facts["spent_seconds"] == summary["train_seconds"]
+    assert facts["spent_share"] >= 0.85, facts  # the goal is 0.95 on a quiet machine; tests share it
+    assert facts["steps"] == facts["plan"][-1][1] and facts["epochs"] == facts["steps"] / 4 and facts["selections"] == 4
+    assert facts["steps"] > 16, facts  # more than --num_epochs' 4 epochs fit in the budget
+    shown = summary_results(summary)  # the HParams dashboard's results
+    assert shown["summary/deadline_steps"] == facts["steps"] and shown["summary/deadline_epochs"] == facts["epochs"]
+    recorded = json.loads((tmp_path / "timed" / "config.json").read_text())
+    assert recorded["time_budget"] == 4.0 and recorded["step_plan"] == facts["plan"]
+
+    replay = deadline_run(tmp_path, "replayed", 4.0, step_plan=tuple(map(tuple, facts["plan"])))
+    assert replay["deadline"]["replayed"] and replay["deadline"]["steps"] == facts["steps"]
+    assert replay["deadline"]["plan"] == facts["plan"]
+    assert [e["train_loss"] for e in replay["history"]] == [e["train_loss"] for e in summary["history"]]
+    assert replay["final_test_accuracy"] == summary["final_test_accuracy"]
+
+
+@pytest.mark.slow
+def test_a_deadline_survives_a_signal_and_a_resume(tmp_path):
+    """The budget left and the plan so far come back from the checkpoint: the resumed run adds to
+    the same plan and its training seconds, and ends within the same budget."""
+    with pytest.raises(run_control.RunInterrupted):
+        deadline_run(tmp_path, "run", 3.0, SignalAt(2, signal.SIGINT))
+    summary = deadline_run(tmp_path, "run", 3.0, resume=True)
+    facts = summary["deadline"]
+    assert summary["sessions"] == 2 and facts["plan"][0][0] == 0 and facts["steps"] > 3
+    assert summary["train_seconds"] <= 3.0 + 0.5 and facts["spent_share"] >= 0.85
