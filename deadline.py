@@ -10,6 +10,7 @@ machine without reading a clock. docs/deadline.md says how to use it and what it
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import re
 from typing import Dict, List, Optional, Sequence
@@ -17,6 +18,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 import selection_solver_DP as solver
+from measure import compile_seconds
 from utils import UserError
 
 UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -102,7 +104,7 @@ def measured_costs(spent_s: float, steps: int, selection_seconds: Sequence[float
     if steady <= 0:
         return None
     selections = float(sum(selection_seconds))
-    step_s = max(spent_s - selections - compile_s, 1e-6) / steady
+    step_s = max(spent_s - selections - compile_s, 1e-6) / steps  # compile_s: only what first calls took beyond a step
     if not len(selection_seconds):
         return Costs(step_s, 0.0, compile_s)
     return Costs(step_s, max(selections - once_s + compile_s, 0.0) / len(selection_seconds), once_s)
@@ -119,7 +121,8 @@ class Deadline:
         self.plan = plan  # the loop state's own list: entries added here are checkpointed with it
         self.recorded = [list(map(int, entry)) for entry in recorded]
         self.costs: Optional[Costs] = None
-        self.next_replan = WARM_STEPS if not plan else self._after(plan[-1][0], plan[-1][1])
+        self.next_replan = WARM_STEPS if not plan else 0  # resumed: plan again at once, from what was measured
+        self.replayed = len(plan)  # recorded entries followed so far (a resumed replay's plan is their prefix)
 
     @property
     def total(self) -> int:
@@ -132,7 +135,8 @@ class Deadline:
     def start(self, costs: Optional[Costs], provisional: int) -> int:
         """The first plan: the profile's `costs`, else `provisional` steps until measured."""
         if self.replaying:
-            self.plan.append(self.recorded[0])
+            self.plan.append(list(self.recorded[0]))
+            self.replayed = 1
         else:
             self.costs = costs
             total = steps_that_fit(self.budget_s, 0.0, costs, self.selections, True) if costs else provisional
@@ -143,16 +147,18 @@ class Deadline:
         """Seconds one epoch takes with the run's selections and first compile."""
         return steps_per_epoch * costs.step_s + self.selections * costs.selection_s + costs.once_s
 
-    def before_step(self, step: int, spent_s: float, selections_made: int, measure) -> Optional[int]:
-        """At the start of step `step` (`spent_s` so far): a new total when the plan changes
-        (the step's or a later one; `step` itself when the run ends here), else None.
+    def before_step(self, step: int, spent_s: float, selections_made: int, measure,
+                    selecting: bool = False) -> Optional[int]:
+        """At the start of step `step` (`spent_s` so far; `selecting`: a selection is due before
+        it): a new total when the plan changes (`step` itself when the run ends here), else None.
         `measure()` gives the Costs measured so far (None before a steady step)."""
         if self.replaying:
-            for at, total in self.recorded:
-                if at == step and [at, total] != self.plan[-1]:
-                    self.plan.append([at, total])
-                    return total
-            return None
+            changed = None
+            while self.replayed < len(self.recorded) and self.recorded[self.replayed][0] <= step:
+                self.plan.append(list(self.recorded[self.replayed]))  # every entry of a step, in order
+                self.replayed += 1
+                changed = self.total
+            return changed
         if step >= self.next_replan and step < self.total:
             costs = measure()
             if costs is not None:
@@ -162,7 +168,8 @@ class Deadline:
                 if total != self.total:
                     self.plan.append([step, total])
                     return total
-        if step < self.total and self.costs is not None and spent_s + self.costs.step_s > self.budget_s:
+        upcoming = self.costs.step_s + (self.costs.selection_s if selecting else 0.0) if self.costs else 0.0
+        if step < self.total and self.costs is not None and spent_s + upcoming > self.budget_s:
             self.plan.append([step, step])  # the clock is up before the plan: end here
             return step
         return None
@@ -201,3 +208,30 @@ def check_budget(budget_s: float, smallest_s: float, selections: int, steps_per_
                                                           if selections else "")
         raise UserError(f"--time_budget {shown(budget_s)} is too small: {what} take about {smallest_s:.1f} s by the "
                         f"profile; give at least --time_budget {shown(smallest_s * 1.05)}")
+
+
+def open_plan(config, scheme, profile: Optional[Dict], plan: List[List[int]], steps_per_epoch: int) -> Deadline:
+    """A run's Deadline under --time_budget: a resumed run's (`plan` holds its plannings so far), a
+    replay's (config.step_plan), or a new run's first plan from the profile's predicted costs
+    (UserError when the budget cannot hold one epoch and the run's selections)."""
+    clock = Deadline(config.time_budget, scheme.planned_selections(), plan, config.step_plan)
+    if plan:
+        return clock
+    costs = predicted_costs(profile, scheme.mask, scheme.full_step, scheme.step_ratio_target(config),
+                            config.probe_batches, probes="probe_trace" in scheme.overhead_parts)
+    if costs is not None and not clock.replaying:
+        check_budget(config.time_budget, clock.smallest(costs, steps_per_epoch), clock.selections, steps_per_epoch)
+    clock.start(costs, steps_per_epoch * config.num_epochs)
+    logging.info("time budget %s: %d steps planned (%.1f epochs)%s", shown(config.time_budget), clock.total,
+                 clock.total / steps_per_epoch, ", as recorded" if clock.replaying else
+                 "" if costs else " until measured (no profile to predict the steps)")
+    return clock
+
+
+def costs_so_far(state, spent_s: float) -> Optional[Costs]:
+    """measured_costs from a run's loop state (train.LoopState): its steps, selections (the probe's
+    first call, `probe_trace`, paid once) and compiling first calls."""
+    step_ms = state.step_ms + list((state.epoch_totals or {}).get("step_ms", []))
+    once = sum(parts.get("probe_trace", 0.0) for parts in state.selection_parts)
+    return measured_costs(spent_s, state.step, state.selection_seconds, once,
+                          compile_seconds(state.first_call_ms, step_ms), len(state.first_call_ms))

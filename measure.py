@@ -151,3 +151,10 @@ def peak_memory_mb() -> float:
     import resource  # POSIX only
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
+
+
+def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:
+    """Time the first calls of new selections' steps took beyond an ordinary step (tracing and
+    compiling), in seconds."""
+    typical = float(np.median(step_ms)) if len(step_ms) else 0.0
+    return sum(max(0.0, first - typical) for first in first_call_ms) / 1000

@@ -58,13 +58,6 @@ def memory_summary(config: TrainConfig, state) -> Dict:
             "memory_selections": list(state.memory_selections)}
 
 
-def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:
-    """Time the first calls of new selections' steps took beyond an ordinary step (tracing and
-    compiling), in seconds."""
-    typical = float(np.median(step_ms)) if len(step_ms) else 0.0
-    return sum(max(0.0, first - typical) for first in first_call_ms) / 1000
-
-
 def mixed_reference(parts: Sequence[Tuple[Dict[str, float], float]]) -> Dict[str, float]:
     """measure_reference's results for several selections, each with its share of the steps, as
     one: the selections' step times weighted by their shares, the full steps' averaged, the

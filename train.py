@@ -16,13 +16,13 @@ from tqdm import tqdm
 import models
 import checkpoints
 from config import TrainConfig
-from deadline import Deadline, check_budget, measured_costs, predicted_costs, shown
+from deadline import Deadline, costs_so_far, open_plan
 from energy import Meter
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
-from measure import AllocatorPhases, measure_reference, reset_peak
+from measure import AllocatorPhases, compile_seconds, measure_reference, reset_peak
 from run_control import RunInterrupted, StopRequest, Stopwatch, TrainingDiverged
-from run_summary import (compile_seconds, energy_summary, epoch_energy, history_entry, memory_summary,
+from run_summary import (energy_summary, epoch_energy, history_entry, memory_summary,
                          mixed_reference, selected_epoch, summarize)
 from train_step import StepCache, make_evaluator, make_optimizer
 from utils import MIX_BATCHES, at_chance, class_mix, overhead_share
@@ -79,6 +79,8 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     with StopRequest() as stop:
         while not loop.finished():
             totals = loop.train_epoch(stop)
+            if not totals["seen"]:  # the deadline came with the epoch's start: no epoch to end
+                break
             loop.end_epoch(totals, loop.evaluate_epoch(epoch_test, val_data), force_checkpoint=bool(stop.signal_number))
             if stop.signal_number and not loop.finished():
                 raise RunInterrupted(stop.signal_number, f"at the end of epoch {loop.state.epoch}; checkpoint written",
@@ -147,10 +149,8 @@ class Loop:
             if not scheme.due(0):  # a fixed selection: show it once
                 self.outputs.selection_mask(0, scheme.mask)
                 state.masks.append(scheme.mask.tolist())
-        if resume and self.config.time_budget:
-            self.deadline = Deadline(self.config.time_budget, scheme.planned_selections(), state.plan,
-                                     self.config.step_plan)
-            self.apply_plan(self.deadline.total)
+        if resume:
+            self.plan_deadline()
         self.memory = AllocatorPhases(self.state.memory_peaks, self.state.memory_selections)  # a resumed run's
         now = time.perf_counter()
         self.state.startup_seconds += now - self.process_start
@@ -176,24 +176,11 @@ class Loop:
         del batches
 
     def plan_deadline(self) -> None:
-        """Under --time_budget, the run's first plan of steps (its recorded plan when replaying):
-        from the profile's predicted costs when it has them; UserError when the budget cannot hold
-        one epoch and the run's selections."""
-        config = self.config
-        if not config.time_budget:
-            return
-        scheme = self.scheme
-        self.deadline = Deadline(config.time_budget, scheme.planned_selections(), self.state.plan, config.step_plan)
-        costs = predicted_costs(self.profile, scheme.mask, scheme.full_step, scheme.step_ratio_target(config),
-                                config.probe_batches, probes="probe_trace" in scheme.overhead_parts)
-        if costs is not None and not self.deadline.replaying:
-            check_budget(config.time_budget, self.deadline.smallest(costs, self.steps_per_epoch),
-                         self.deadline.selections, self.steps_per_epoch)
-        self.apply_plan(self.deadline.start(costs, self.steps_per_epoch * config.num_epochs))
-        logging.info("time budget %s: %d steps planned (%.1f epochs)%s", shown(config.time_budget),
-                     self.deadline.total, self.deadline.total / self.steps_per_epoch,
-                     ", as recorded" if self.deadline.replaying else
-                     "" if costs else " until measured (no profile to predict the steps)")
+        """Under --time_budget, the run's plan of steps: a new run's first (UserError when the
+        budget is too small), a replay's recorded one, a resumed run's so far (deadline.open_plan)."""
+        if self.config.time_budget:
+            self.deadline = open_plan(self.config, self.scheme, self.profile, self.state.plan, self.steps_per_epoch)
+            self.apply_plan(self.deadline.total)
 
     def apply_plan(self, total_steps: int) -> None:
         """The schedules and the scheme follow a plan of `total_steps` steps."""
@@ -205,17 +192,10 @@ class Loop:
         deadline ends the run here."""
         state = self.state
         total = self.deadline.before_step(state.step, spent_seconds, len(state.selection_seconds),
-                                          lambda: self.measured_costs(spent_seconds))
+                                          lambda: costs_so_far(state, spent_seconds), self.scheme.due(state.step))
         if total is not None:
             self.apply_plan(total)
         return self.deadline.done(state.step)
-
-    def measured_costs(self, spent_seconds: float):
-        state = self.state
-        step_ms = state.step_ms + list((state.epoch_totals or {}).get("step_ms", []))
-        once = sum(parts.get("probe_trace", 0.0) for parts in state.selection_parts)  # the probe's first call
-        return measured_costs(spent_seconds, state.step, state.selection_seconds, once,
-                              compile_seconds(state.first_call_ms, step_ms), len(state.first_call_ms))
 
     def finished(self) -> bool:
         """Whether the run has taken its epochs, or its deadline's steps."""
@@ -334,8 +314,8 @@ class Loop:
         for index, (images, labels) in enumerate(bar):
             if index == 0:  # the input pipeline's start (an epoch's shuffle buffer filling) is no step
                 self.memory.close(None)
-            if self.deadline is not None and state.position > 0 and self.follow_deadline(clock.seconds()):
-                break  # (an epoch's first step was asked before it began: finished())
+            if self.deadline is not None and self.follow_deadline(clock.seconds()):
+                break  # (the epoch's start, its shuffle buffer filling, counted too)
             self.reselect_if_due()
             self.train_step(images, labels, totals, previous_end)
             if self.first_labels is not None:

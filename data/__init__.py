@@ -6,7 +6,10 @@ every epoch (the original code never shuffled).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import logging
 import math
 import os
 import socket
@@ -114,7 +117,27 @@ def _builder(dataset_name: str, data_dir: Optional[str]) -> tfds.core.DatasetBui
             raise UserError(f"--data_dir {data_dir}: the class folder(s) {', '.join(empty[:5])} hold no images; "
                             f"add images to every class folder or remove the empty ones")
         return tfds.folder_dataset.ImageFolder(data_dir)
-    return tfds.builder(spec.tfds_name, data_dir=data_dir)
+    with quiet_tfds(not spec.download_hosts):
+        return tfds.builder(spec.tfds_name, data_dir=data_dir)
+
+
+@contextlib.contextmanager
+def quiet_tfds(generated: bool):
+    """For a dataset this project generates offline (`generated`), TFDS's notices meant for
+    downloads stay out of the user's log: "Variant folder ... has no dataset_info.json" (another
+    config of the dataset is being written beside it) and "Downloading and preparing dataset
+    Unknown size". Its errors still show; a real download's notices are left as they are."""
+    if not generated:
+        yield
+        return
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        absl.setLevel(level)
 
 
 def availability_problem(dataset_name: str, data_dir: Optional[str] = None) -> Optional[str]:
@@ -143,7 +166,12 @@ def prepare(dataset_name: str, data_dir: Optional[str] = None) -> tfds.core.Data
         raise UserError(problem)
     builder = _builder(dataset_name, data_dir)
     if not (isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared()):
-        builder.download_and_prepare()
+        generated = not get_spec(dataset_name).download_hosts
+        if generated:
+            logging.info("generating %s once into %s (offline, no download; later runs reuse it)", dataset_name,
+                         builder.data_dir)
+        with quiet_tfds(generated):
+            builder.download_and_prepare()
     return builder
 
 

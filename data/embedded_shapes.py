@@ -48,7 +48,8 @@ class EmbeddedShapesConfig(tfds.core.BuilderConfig):
         return source if self.task == "source" else target
 
 
-TASK_SEEDS = (0, 1, 2, 3)  # target configs: "target" (seed 0), "target_seed1" ... "target_seed3"
+# target configs: "target" (seed 0), "target_seed1" ... (4 is left out: its draw shares classes with another)
+TASK_SEEDS = (0, 1, 2, 3, 5)
 
 
 def target_config_name(task_seed: int) -> str:

@@ -179,8 +179,9 @@ def _part_field(part: str, shape: str, x: np.ndarray, y: np.ndarray) -> np.ndarr
     if part == "body":
         if shape == "ellipse":
             return np.sqrt(x * x + (y / 0.58) ** 2) - 1
-        if shape == "egg":
-            return np.sqrt(x * x + (y / (0.58 * (1 + 0.3 * x))) ** 2) - 1
+        if shape == "egg":  # its width reaches 0 at x = -1/0.3, far outside: the field is inf there
+            with np.errstate(divide="ignore"):
+                return np.sqrt(x * x + (y / (0.58 * (1 + 0.3 * x))) ** 2) - 1
         if shape == "box":
             return np.maximum(np.abs(x) - 0.92, np.abs(y) - 0.52)
         if shape == "diamond":

@@ -9,7 +9,8 @@
 #      kept in the repository for the parts task (its sha256 checked), otherwise (shapes) a quick
 #      DEMO_PRETRAIN_EPOCHS (3) one, made once and cached;
 #   3. profile per-tensor training times on this machine;
-#   4. fine-tune on the target task: full training, then ElasticTrainer;
+#   4. fine-tune on the target task: full training, then ElasticTrainer, then full training planned
+#      for the training time ElasticTrainer took (--time_budget: the question at a deadline);
 #   5. plot test accuracy against training time.
 # Steps 1-3 are skipped when their outputs exist. Results: figures/demo_accuracy_vs_time.png,
 # TensorBoard logs in logs/demo/<time>/ (tensorboard --logdir logs/demo).
@@ -50,16 +51,22 @@ PROTOCOL=$($PY -m experiments.study_plans "$STUDY")   # --model_name ... --learn
 # shellcheck disable=SC2086
 $PY profiler.py --model_name mobilenetv2 --input_size 64 --num_classes 64 --batch_size 32 --bn_mode frozen
 
-echo "== 4/5 fine-tune on the target task: full training, then ElasticTrainer (rho $RHO, $RHO_MODE mode)"
+echo "== 4/5 fine-tune on the target task: full training, ElasticTrainer (rho $RHO, $RHO_MODE mode), and full"
+echo "        training planned for ElasticTrainer's training time"
 # shellcheck disable=SC2086
 COMMON=($PROTOCOL --weights "$BACKBONE" --num_epochs "$EPOCHS" --interval "$INTERVAL" --logdir "$RUNS" --save_txt true
         --test_every_epoch true)  # the figure shows the per-epoch test curve
 $PY main.py "${COMMON[@]}" --train_type full_training --run_name full_training
 ELASTIC="elastic_rho${RHO}_${RHO_MODE}"
 $PY main.py "${COMMON[@]}" --train_type elastic_training --rho "$RHO" --rho_mode "$RHO_MODE" --run_name "$ELASTIC"
+BUDGET=$($PY -c "import json, sys; print(round(json.load(open(sys.argv[1]))['train_seconds'], 1))" "$RUNS/$ELASTIC/summary.json")
+echo "full training with --time_budget ${BUDGET}s: ElasticTrainer's training time, its schedule ending there"
+$PY main.py "${COMMON[@]}" --train_type full_training --time_budget "${BUDGET}s" --run_name full_training_deadline
 
 echo "== 5/5 compare"
-$PY scripts/plot.py curves "$RUNS/full_training" "$RUNS/$ELASTIC" \
+$PY scripts/plot.py curves "$RUNS/full_training" "$RUNS/$ELASTIC" "$RUNS/full_training_deadline" \
+  --labels "full training, $EPOCHS epochs" "ElasticTrainer rho $RHO ($RHO_MODE), $EPOCHS epochs" \
+           "full training, planned for ${BUDGET} s" \
   --output figures/demo_accuracy_vs_time.png --title "MobileNetV2 on $DATASET (64 px, batch 32)"
 if [ "$TASK" = parts ] && [ "$EPOCHS" = 12 ] && [ "$INTERVAL" = 4 ]; then
   echo "The study's runs of these two with this protocol (the frontier plan, 3 seeds, fresh validation split,"

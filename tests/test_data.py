@@ -193,16 +193,19 @@ def test_source_and_target_tasks_are_disjoint():
 
 
 def test_the_judging_draws_are_new_classes():
-    """parts task seeds 3 and 4 and shapes task seed 2 (the twelfth's judging draws), and parts seeds
-    5 and 6 and shapes seed 3 (issue 54's), label classes no other draw has."""
-    parts = {seed: set(parts_render.target_species(seed)) for seed in range(7)}
-    for new in (3, 4, 5, 6):
-        assert len(parts[new]) == 64 and all(parts[new].isdisjoint(parts[old]) for old in range(7) if old != new)
-    shapes = {seed: set(shapes_render.make_taxonomy(0, 20, 5, 8, 8, task_seed=seed)[1]) for seed in range(4)}
-    for new in (2, 3):
-        assert len(shapes[new]) == 64 and all(shapes[new].isdisjoint(shapes[old]) for old in range(4) if old != new)
+    """parts task seeds 3 and 4 and shapes task seed 2 (the twelfth's judging draws), parts seeds 5 and 6
+    and shapes seed 3 (issue 54's), and parts seed 7 and shapes seed 5 (issue 64's) label classes no other
+    draw has; shapes seed 4 would not (left out)."""
+    parts = {seed: set(parts_render.target_species(seed)) for seed in range(8)}
+    for new in (3, 4, 5, 6, 7):
+        assert len(parts[new]) == 64 and all(parts[new].isdisjoint(parts[old]) for old in range(8) if old != new)
+    shapes = {seed: set(shapes_render.make_taxonomy(0, 20, 5, 8, 8, task_seed=seed)[1]) for seed in range(6)}
+    for new in (2, 3, 5):
+        assert len(shapes[new]) == 64 and all(shapes[new].isdisjoint(shapes[old]) for old in range(6) if old not in (new, 4))
+    assert not all(shapes[4].isdisjoint(shapes[old]) for old in range(6) if old != 4)
     assert {"embedded_parts_seed3", "embedded_parts_seed4", "embedded_shapes_seed2", "embedded_parts_seed5",
-            "embedded_parts_seed6", "embedded_shapes_seed3"} <= set(data.DATASETS)
+            "embedded_parts_seed6", "embedded_shapes_seed3", "embedded_parts_seed7", "embedded_shapes_seed5"
+            } <= set(data.DATASETS) and "embedded_shapes_seed4" not in data.DATASETS
 
 
 def test_a_second_draw_of_the_shapes_target_keeps_the_source_and_its_design():
@@ -440,3 +443,31 @@ def test_the_training_step_receives_every_train_image_with_its_folders_label(tmp
         seen = [who for at, batch in received if at == epoch for who in batch]
         assert sorted(w[:3] for w in seen) == [(0, c, i) for c in range(4) for i in range(8)]
         assert all(cls == label for _, cls, _, label in seen)
+
+
+def test_the_egg_body_draws_without_a_divide_warning_where_its_width_reaches_zero():
+    """Issue 64: the demo's log showed numpy's divide-by-zero RuntimeWarning from parts_render."""
+    import warnings
+
+    x = np.array([-1 / 0.3, 0.0, 0.5])
+    assert 1 + 0.3 * x[0] == 0  # the pixel that divided by zero
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        field = parts_render._part_field("body", "egg", x, np.array([0.2, 0.0, 0.3]))
+    assert np.isinf(field[0]) and field[1] == -1 and np.isfinite(field[2])  # far outside, the centre inside
+
+
+def test_tfds_notices_about_a_generated_dataset_stay_out_of_the_log(capsys, caplog):
+    """Issue 64: "Variant folder ... has no dataset_info.json" (absl) and "Downloading and preparing
+    dataset Unknown size" (stdout) are for downloads; a real download keeps them."""
+    import logging
+
+    from absl import logging as absl_logging
+
+    for generated in (True, False):
+        with caplog.at_level(logging.WARNING, logger="absl"), data.quiet_tfds(generated):
+            absl_logging.warning("Variant folder %s has no %s", "/x/1.0.0", "dataset_info.json")
+            print("Downloading and preparing dataset Unknown size")
+        shown = capsys.readouterr().out + caplog.text
+        assert ("Variant folder" in shown and "Downloading" in shown) is not generated, shown
+        caplog.clear()

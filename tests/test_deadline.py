@@ -98,7 +98,7 @@ def test_without_a_profile_the_first_measured_steps_plan_the_run():
 
 
 def test_a_recorded_plan_is_followed_step_for_step_without_a_clock():
-    recorded = [[0, 63], [8, 38], [15, 39], [26, 43], [41, 41]]
+    recorded = [[0, 63], [8, 38], [15, 39], [26, 43], [26, 41], [41, 41]]  # two at step 26 (a resumed session)
 
     def no_clock():
         raise AssertionError("a replay reads no clock")
@@ -114,7 +114,7 @@ def test_a_recorded_plan_is_followed_step_for_step_without_a_clock():
         if clock.done(step):
             break
         step += 1
-    assert step == 41 and plan == recorded and totals == {8: 38, 15: 39, 26: 43, 41: 41}
+    assert step == 41 and plan == recorded and totals == {8: 38, 15: 39, 26: 41, 41: 41}
 
 
 def test_selections_spread_evenly_over_the_plan():
@@ -181,9 +181,11 @@ def deadline_run(tmp_path, name: str, budget: float, train_data=None, resume=Fal
 def test_a_tiny_run_ends_at_its_deadline_records_its_plan_and_replays_it(tmp_path):
     summary = deadline_run(tmp_path, "timed", 4.0)
     facts = summary["deadline"]
-    assert summary["train_seconds"] <= 4.0 + 0.5 and facts["spent_seconds"] == summary["train_seconds"]
+    one_step = max(summary["first_call_ms"]) / 1000 + 0.1  # the longest a step took (its compile), and slack
+    assert summary["train_seconds"] <= 4.0 + one_step
     assert facts["spent_share"] >= 0.85, facts  # the goal is 0.95 on a quiet machine; tests share it
-    assert facts["steps"] == facts["plan"][-1][1] and facts["epochs"] == facts["steps"] / 4 and facts["selections"] == 4
+    assert facts["steps"] == facts["plan"][-1][1] and facts["epochs"] == facts["steps"] / 4
+    assert len(summary["selection_seconds"]) == 4  # the selections 4 epochs with --interval 1 make, all made
     assert facts["steps"] > 16, facts  # more than --num_epochs' 4 epochs fit in the budget
     shown = summary_results(summary)  # the HParams dashboard's results
     assert shown["summary/deadline_steps"] == facts["steps"] and shown["summary/deadline_epochs"] == facts["epochs"]
@@ -206,4 +208,6 @@ def test_a_deadline_survives_a_signal_and_a_resume(tmp_path):
     summary = deadline_run(tmp_path, "run", 3.0, resume=True)
     facts = summary["deadline"]
     assert summary["sessions"] == 2 and facts["plan"][0][0] == 0 and facts["steps"] > 3
-    assert summary["train_seconds"] <= 3.0 + 0.5 and facts["spent_share"] >= 0.85
+    assert len(summary["selection_seconds"]) == 4 and facts["plan"][-1][1] == facts["steps"]
+    assert summary["train_seconds"] <= 3.0 + max(summary["first_call_ms"]) / 1000 + 0.1
+    assert facts["spent_share"] >= 0.85
