@@ -12,7 +12,6 @@ import json
 import logging
 import math
 import os
-import sys
 from typing import Optional, Sequence
 
 import checkpoints
@@ -44,13 +43,21 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     if record is not None:
         parser.set_defaults(**recorded_defaults(read_json(record, "--config"), parser, record, first.resume))
     args = parser.parse_args(argv)
-    typed = [argument.split("=", 1)[0] for argument in (sys.argv[1:] if argv is None else argv)]
-    if record is not None and "--val_fraction" in typed and "--validation" not in typed:
+    typed = typed_flags(argv)
+    if record is not None and "val_fraction" in typed and "validation" not in typed:
         args.validation = "auto"  # a share typed beside a record chooses the split anew (0: none)
-    if "--time_budget" in typed or not args.time_budget:
+    if "time_budget" in typed or not args.time_budget:
         args.step_plan = ()  # a budget typed beside a record is planned anew, on this machine's clock
-    args.step_plan = step_plan(args.step_plan)
+    args.step_plan = step_plan(args.step_plan)  # a record's plan arrives as a list (argparse types only text)
     return args
+
+
+def typed_flags(argv: Optional[Sequence[str]]) -> set:
+    """The destinations of the flags typed in `argv` (abbreviated or with `=` as argparse takes them)."""
+    parser = build_parser()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS  # what is not typed stays out of the namespace
+    return set(vars(parser.parse_known_args(argv)[0]))
 
 
 def recorded_defaults(saved: dict, parser: argparse.ArgumentParser, path: str, resuming: bool = False) -> dict:

@@ -19,6 +19,7 @@ import numpy as np
 
 import selection_solver_DP as solver
 from measure import compile_seconds
+from profile_tables import backward_tables
 from utils import UserError
 
 UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -72,11 +73,13 @@ def steps_that_fit(budget_s: float, spent_s: float, costs: Costs, selections_lef
 
 
 def predicted_costs(profile: Optional[Dict], mask: np.ndarray, full_step: bool, step_ratio: float,
-                    probe_batches: int, probes: bool) -> Optional[Costs]:
+                    calls_each: int, calls_once: int) -> Optional[Costs]:
     """The costs a profile predicts before any step (None without a profile): a full step's time,
     `step_ratio` of it for a scheme that aims at a ratio (nan: the profile's sum for `mask`); a
-    selection as the probe's traced calls and a compile; once, the probe's trace (`probes`) or
-    else a compile. Compile and trace come from the profile's probe costs (none in older profiles)."""
+    selection as its probe's gradient calls (`calls_each`) and a compile; once, the probe's trace
+    and the calls only the first selection makes (`calls_once`, e.g. gain_stage's look), or a
+    compile when nothing probes. Compile and trace come from the profile's probe costs (none in
+    older profiles)."""
     if not profile:
         return None
     if full_step:
@@ -84,22 +87,22 @@ def predicted_costs(profile: Optional[Dict], mask: np.ndarray, full_step: bool, 
     elif math.isfinite(step_ratio):
         step_ms = step_ratio * float(profile["T_full_ms"])
     else:
-        t_dy = np.array([t["t_dy_ms"] for t in reversed(profile["tensors"])], float)
-        t_dw = np.array([t["t_dw_ms"] for t in reversed(profile["tensors"])], float)
+        t_dy, t_dw = backward_tables(profile)
         step_ms = float(profile["T_fp_ms"]) + float(solver.backward_time(t_dy, t_dw, np.asarray(mask)[::-1]))
     probe = profile.get("probe_costs") or {}
     compile_ms = max(float(probe.get("traced_step_first_ms", 0.0)) - step_ms, 0.0)
     probe_ms = float(probe.get("traced_ms", profile["T_full_ms"]))
-    selection_ms = compile_ms + 2 * probe_batches * probe_ms
-    once_ms = max(float(probe.get("traced_first_ms", 0.0)) - probe_ms, 0.0) if probes else compile_ms
+    selection_ms = compile_ms + calls_each * probe_ms
+    trace_ms = max(float(probe.get("traced_first_ms", 0.0)) - probe_ms, 0.0)
+    once_ms = trace_ms + calls_once * probe_ms if calls_each + calls_once else compile_ms
     return Costs(step_ms / 1000, selection_ms / 1000, once_ms / 1000)
 
 
 def measured_costs(spent_s: float, steps: int, selection_seconds: Sequence[float], once_s: float,
                    compile_s: float, compiles: int) -> Optional[Costs]:
-    """The costs measured so far (None before a steady step): the steady steps' mean share of the
-    time (data and each epoch's start included); a selection's mean with its compile, without
-    what only the first paid (`once_s`: the probe's trace)."""
+    """The costs measured so far (None before a steady step): a step as the time spent outside
+    selections and compiles' extra over all `steps` (data and each epoch's start included); a
+    selection as their mean with a compile, without what only the first paid (`once_s`)."""
     steady = steps - compiles
     if steady <= 0:
         return None
@@ -186,7 +189,7 @@ class Deadline:
         the steps and epochs run and every planning."""
         return {"budget_seconds": self.budget_s, "spent_seconds": spent_s, "spent_share": spent_s / self.budget_s,
                 "planned_steps": self.plan[0][1] if self.plan else 0, "steps": steps,
-                "epochs": steps / steps_per_epoch, "selections": self.selections, "plan": [list(e) for e in self.plan],
+                "epochs": steps / steps_per_epoch, "planned_selections": self.selections, "plan": [list(e) for e in self.plan],
                 "replayed": self.replaying}
 
 
@@ -218,7 +221,7 @@ def open_plan(config, scheme, profile: Optional[Dict], plan: List[List[int]], st
     if plan:
         return clock
     costs = predicted_costs(profile, scheme.mask, scheme.full_step, scheme.step_ratio_target(config),
-                            config.probe_batches, probes="probe_trace" in scheme.overhead_parts)
+                            *scheme.selection_calls(config))
     if costs is not None and not clock.replaying:
         check_budget(config.time_budget, clock.smallest(costs, steps_per_epoch), clock.selections, steps_per_epoch)
     clock.start(costs, steps_per_epoch * config.num_epochs)
@@ -228,10 +231,10 @@ def open_plan(config, scheme, profile: Optional[Dict], plan: List[List[int]], st
     return clock
 
 
-def costs_so_far(state, spent_s: float) -> Optional[Costs]:
-    """measured_costs from a run's loop state (train.LoopState): its steps, selections (the probe's
-    first call, `probe_trace`, paid once) and compiling first calls."""
+def costs_so_far(state, spent_s: float, once_parts: Sequence[str]) -> Optional[Costs]:
+    """measured_costs from a run's loop state (train.LoopState): its steps, selections (their
+    `once_parts`, the scheme's Scheme.once_parts, paid by the first alone) and compiling first calls."""
     step_ms = state.step_ms + list((state.epoch_totals or {}).get("step_ms", []))
-    once = sum(parts.get("probe_trace", 0.0) for parts in state.selection_parts)
+    once = sum(parts.get(part, 0.0) for parts in state.selection_parts for part in once_parts)
     return measured_costs(spent_s, state.step, state.selection_seconds, once,
                           compile_seconds(state.first_call_ms, step_ms), len(state.first_call_ms))

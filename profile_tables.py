@@ -118,6 +118,13 @@ def point_tensors(points: Sequence, which: int) -> List[int]:
     return [k for k, point in enumerate(points) if point == points[which]]
 
 
+def backward_tables(profile: Mapping) -> Tuple[np.ndarray, np.ndarray]:
+    """A profile's per-tensor t_dy and t_dw (ms), in backward order (the classifier first), as the
+    solver takes them."""
+    tensors = list(reversed(profile["tensors"]))
+    return (np.array([t["t_dy_ms"] for t in tensors], float), np.array([t["t_dw_ms"] for t in tensors], float))
+
+
 def time_parts(t_dw: Sequence[float], t_dy: Sequence[float], selected: Sequence[int]) -> Tuple[float, float]:
     """(weight-gradient time, error-gradient time) of training `selected` (forward indices):
     their t_dw, and the t_dy of every tensor above the deepest selected one."""

@@ -192,7 +192,8 @@ class Loop:
         deadline ends the run here."""
         state = self.state
         total = self.deadline.before_step(state.step, spent_seconds, len(state.selection_seconds),
-                                          lambda: costs_so_far(state, spent_seconds), self.scheme.due(state.step))
+                                          lambda: costs_so_far(state, spent_seconds, self.scheme.once_parts),
+                                          self.scheme.due(state.step))
         if total is not None:
             self.apply_plan(total)
         return self.deadline.done(state.step)

@@ -94,6 +94,7 @@ class Scheme:
     reselects = False  # it selects again every --interval epochs (so the run's interval applies to it)
     flag_defaults: Dict[str, object] = {}  # shared flags whose default differs under this scheme
     overhead_parts: tuple = ()  # the parts of re-selecting whose seconds the summary reports
+    once_parts: tuple = ("probe_trace",)  # those of them only a run's first selection pays (a deadline prices them once)
     last_importance: Optional[np.ndarray] = None  # what the last selection ranked tensors by (logged), if anything
 
     def __init_subclass__(cls, **kwargs):
@@ -172,6 +173,12 @@ class Scheme:
 
     def plan(self, total_steps: int) -> None:
         """Under a deadline: the steps the run now plans to take in all."""
+
+    @classmethod
+    def selection_calls(cls, config: "TrainConfig") -> Tuple[int, int]:
+        """The probe's gradient calls at every selection, and those the first selection alone
+        makes (a deadline's first plan prices selections with them)."""
+        return 0, 0
 
     def step_mask(self, step: int) -> np.ndarray:
         """The selection the loop's next step (number `step`) trains: the period's, unless the

@@ -2,7 +2,7 @@
 time budget every `interval` epochs; and its importance ablations."""
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -30,6 +30,10 @@ class ElasticTraining(PeriodicSelection):
         self.controller.observe(step_ms)
 
     calls_per_batch = 2  # the probe's gradient calls per probe batch (the update's and the one after it)
+
+    @classmethod
+    def selection_calls(cls, config) -> Tuple[int, int]:
+        return config.probe_batches * cls.calls_per_batch, 0
 
     def probe_calls(self, step: int) -> int:
         """The gradient calls the probe makes from `step` to the run's end (this process's)."""

@@ -129,6 +129,7 @@ class GainStageTraining(PeriodicSelection):
     train_type = "gain_stage_training"
     accepts_memory_budget = False
     overhead_parts = ("probe_trace", "probe_calls", "probe", "dp")  # the look is the probe
+    once_parts = ("probe_trace", "probe_calls", "probe")  # later selections only place the window
     KINDS = ("whole", "reach", "head")  # a period's own selection, the rotation's two steps
 
     @classmethod
@@ -166,6 +167,10 @@ class GainStageTraining(PeriodicSelection):
     def look_batches(cls, config) -> int:
         """The look's training batches (and as many validation ones): --look_batches, or LOOK_IMAGES' worth."""
         return config.scheme_options.get("look_batches") or math.ceil(LOOK_IMAGES / config.batch_size)
+
+    @classmethod
+    def selection_calls(cls, config) -> Tuple[int, int]:
+        return 0, 2 * cls.look_batches(config)  # the look, at the first selection alone
 
     @classmethod
     def check_data(cls, config, steps_per_epoch: int, validation_images: Optional[int]) -> None:
@@ -223,7 +228,8 @@ class GainStageTraining(PeriodicSelection):
         self.period_steps = {kind: 0 for kind in self.KINDS}
         info = self.controller.end_period(self.mask) if self.selections else {}
         if self.look is None:
-            self.facts["probe"] = self.probe.plan(2 * self.look_count, self.context.config.probe_mode,
+            config = self.context.config
+            self.facts["probe"] = self.probe.plan(self.selection_calls(config)[1], config.probe_mode,
                                                   self.context.profile)
             self._set_look(self.probe.accounted(self.overhead, self._looked))
         self.last_importance = normalized(self.look)

@@ -40,8 +40,7 @@ class StepTimeController:
                 raise ValueError("a memory budget works with rho_mode 'exact' (paper mode's budget has no memory side)")
             self.memory = memory_model.MemoryModel(profile)
         self.T_fp_ms, self.T_full_ms = float(profile["T_fp_ms"]), float(profile["T_full_ms"])
-        self.t_dy = np.array([t["t_dy_ms"] for t in reversed(profile["tensors"])], float)  # backward order
-        self.t_dw = np.array([t["t_dw_ms"] for t in reversed(profile["tensors"])], float)
+        self.t_dy, self.t_dw = profile_tables.backward_tables(profile)  # backward order
         self.correction = 1.0
         self.closed = rho_mode == "exact"  # whether measured steps correct the budget (open_loop turns it off)
         self.drift, self._drifts = 1.0, 0  # today's full step / the profile's (set_drift), and how many

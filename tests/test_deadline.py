@@ -15,6 +15,8 @@ import run_control
 import train
 from deadline import Costs, Deadline, measured_costs, selection_due
 from run_outputs import RunOutputs, summary_results
+from schemes.elastic import ElasticTraining
+from schemes.gain_stage import GainStageTraining
 from test_resume import SignalAt
 from test_train import config, tiny_data, tiny_model, tiny_profile
 from train_step import PlannedCosineDecay, make_optimizer
@@ -123,6 +125,42 @@ def test_selections_spread_evenly_over_the_plan():
     assert not selection_due(99, 3, 3, 100)
 
 
+LOOK = {"probe_trace": 1.0, "probe_calls": 5.5, "probe": 1.0, "dp": 0.01}  # gain_stage's first selection: the look
+PLACE = {"probe_trace": 0.0, "probe_calls": 0.0, "probe": 0.0, "dp": 0.01}  # its later ones place the window
+
+
+@pytest.mark.parametrize("scheme, each_s", [(GainStageTraining, 0.01), (ElasticTraining, 6.51)])
+def test_what_only_the_first_selection_pays_is_priced_once(scheme, each_s):
+    # the frontier's failure (gain_stage "50 %" at 0.4 of full training's time, every seed): its 7.5 s
+    # look was priced as each later selection's cost, so the run stopped after its 8 warm steps
+    state = train.LoopState(step=10, selection_seconds=[sum(LOOK.values())], selection_parts=[dict(LOOK)],
+                            step_ms=[100.0] * 9, first_call_ms=[100.0])
+    costs = deadline.costs_so_far(state, 1.0 + sum(LOOK.values()), scheme.once_parts)
+    assert costs.selection_s == pytest.approx(each_s) and costs.step_s == pytest.approx(0.1)
+    assert costs.once_s == pytest.approx(sum(LOOK.values()) - each_s)
+    clock = Deadline(20.0, 3, [[0, 100]])
+    clock.next_replan = 0
+    total = clock.before_step(10, 1.0 + sum(LOOK.values()), 1, lambda: costs)
+    assert (total > 100) if scheme is GainStageTraining else (total == 10)  # elastic's probe does recur
+
+
+def test_the_profile_prices_the_look_once_and_the_probe_at_every_selection():
+    profile = {**tiny_profile(tiny_model()), "probe_costs": {"traced_ms": 20.0, "traced_first_ms": 520.0,
+                                                             "traced_step_first_ms": 330.0}}
+    run = config(probe_batches=3, batch_size=8)
+    look = GainStageTraining.selection_calls(run)
+    assert look == (0, 2 * 48)  # 384 images' worth of batches of 8, each update and its score
+    assert ElasticTraining.selection_calls(run) == (6, 0)
+    gain = deadline.predicted_costs(profile, None, False, 0.5, *look)
+    elastic = deadline.predicted_costs(profile, None, False, 0.5, *ElasticTraining.selection_calls(run))
+    full = deadline.predicted_costs(profile, None, True, 1.0, 0, 0)
+    step_ms = 0.5 * profile["T_full_ms"]
+    assert gain.selection_s == pytest.approx((330 - step_ms) / 1000)  # a compile: no probe after the look
+    assert gain.once_s == pytest.approx((500 + 96 * 20) / 1000)  # the probe's trace and the look
+    assert elastic.selection_s == pytest.approx((330 - step_ms + 6 * 20) / 1000) and elastic.once_s == 0.5
+    assert full.once_s == pytest.approx((330 - profile["T_full_ms"]) / 1000)
+
+
 def test_a_budget_too_small_for_an_epoch_and_its_selections_is_refused_naming_one_that_works():
     clock = Deadline(5.0, 3, [])
     smallest = clock.smallest(Costs(0.1, 1.3, 2.0), 30)
@@ -156,6 +194,7 @@ def test_a_budget_typed_beside_a_replayed_config_is_planned_anew(tmp_path):
     record.write_text(json.dumps({"time_budget": 20.0, "step_plan": [[0, 149], [8, 84], [84, 84]]}))
     assert cli.parse_args(["--config", str(record)]).step_plan == ((0, 149), (8, 84), (84, 84))
     assert cli.parse_args(["--config", str(record), "--time_budget", "30s"]).step_plan == ()
+    assert cli.parse_args(["--config", str(record), "--time_bud=30s"]).step_plan == ()  # as argparse takes it
     assert cli.parse_args(["--config", str(record), "--time_budget", "0"]).time_budget == 0.0
 
 
