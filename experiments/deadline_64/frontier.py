@@ -6,6 +6,11 @@ batch on one code state. Each finished run's summary is kept under results/deadl
     PYTHONPATH=. python experiments/deadline_64/frontier.py --task parts            # train what is missing
     PYTHONPATH=. python experiments/deadline_64/frontier.py --task parts --table    # table and figure
 
+On a fresh draw (--task parts_seed7 or shapes_seed5) it runs the judgement instead (part 3): full
+training's and ElasticTrainer "50 %"'s 12-epoch times (5 seeds), then full training, ElasticTrainer
+"50 %" and gain_stage_training "50 %" with --time_budget at ElasticTrainer's time and at 0.6 of full
+training's; --table writes judgement_<draw>.md with the paired intervals.
+
 The reading rules are in results/deadline_64/README.md, written before the first run.
 """
 from __future__ import annotations
@@ -17,7 +22,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -30,7 +35,13 @@ from experiments.runner import train_all  # noqa: E402
 from experiments.sharding import host_name  # noqa: E402
 from utils import atomic_write_json  # noqa: E402
 
-STUDY_KEYS = {"parts": "parts_mobilenetv2", "shapes": "mobilenetv2"}
+STUDY_KEYS = {"parts": "parts_mobilenetv2", "shapes": "mobilenetv2",  # design draws: the frontier
+              "parts_seed7": "parts_mobilenetv2", "shapes_seed5": "mobilenetv2"}  # fresh draws: the judgement
+JUDGED_DRAWS = {"parts_seed7": "embedded_parts_seed7", "shapes_seed5": "embedded_shapes_seed5"}
+JUDGE_SEEDS = (0, 1, 2, 3, 4)
+# Full training's extra flags on the fresh draws, chosen on the design draws' validation accuracy before
+# any judging run (results/deadline_64/README.md); None until that choice is written there.
+JUDGED_FULL_FLAGS: Optional[List[str]] = None
 FRACTIONS = (0.4, 0.6, 0.8)
 SEEDS = (0, 1, 2)
 # (row name, flags): the issue's schemes; "50 %" is the original's rule (0.533, paper), as in the study
@@ -42,6 +53,8 @@ SCHEMES: Tuple[Tuple[str, List[str]], ...] = (
     ("gain_stage_training 0.7", ["--train_type", "gain_stage_training", "--rho", "0.7"]),
     ("static_top_training 0.5", ["--train_type", "static_top_training", "--rho", "0.5"]),
     ("traditional_tl_training", ["--train_type", "traditional_tl_training"]),
+    # a candidate setting for the rival, read on validation alone (README.md: the choice before part 3)
+    ("full_training zero head", ["--train_type", "full_training", "--head_init", "zeros"]),
 )
 
 
@@ -52,7 +65,10 @@ def slug(row: str) -> str:
 def base_flags(task: str, seed: int, log_root: str, name: str) -> List[str]:
     key = STUDY_KEYS[task]
     protocol = study_plans.plan_protocol(key, "frontier")
-    return study_plans.protocol_flags(key, "frontier") + [
+    flags = study_plans.protocol_flags(key, "frontier")
+    if task in JUDGED_DRAWS:
+        flags[flags.index("--dataset_name") + 1] = JUDGED_DRAWS[task]
+    return flags + [
         "--weights", os.path.join(ROOT, protocol["weights"]), "--num_epochs", str(protocol["num_epochs"]),
         "--interval", str(protocol["interval"]), "--seed", str(seed), "--logdir", log_root, "--run_name", name]
 
@@ -140,12 +156,27 @@ def table(out: str, task: str) -> None:
             readings.append(f"- {fraction:g}: {best_reading(means)}")
     lines += ["", "Best at each budget (highest mean; level: within one pooled standard deviation of it):",
               *readings, "", f"Per-run records: results/deadline_64/{task}/runs/ (each run's summary.json).",
-              "", f"Made by `PYTHONPATH=. python experiments/deadline_64/frontier.py --task {task}` (then `--table`) "
-              f"at {commit()} on {host_name()}, {datetime.date.today()}."]
+              "", f"Made by `PYTHONPATH=. python experiments/deadline_64/frontier.py --task {task}` (then `--table`); "
+              f"the table at {commit()} on {host_name()}, {datetime.date.today()}. The runs' code:", *provenance(done)]
     path = os.path.join(out, f"frontier_{task}.md")
     publish_report("\n".join(lines), path, runs=None)
     figure(points, reference, 100 * float(np.mean([s["final_test_accuracy"] for s in full12])),
            os.path.join(out, f"frontier_{task}.png"), task)
+
+
+def provenance(done: Dict[str, Dict]) -> List[str]:
+    """One line per code state the runs ran on: its commit, the runs (by scheme), hosts and dates."""
+    states: Dict[str, List[Dict]] = {}
+    for name, run in sorted(done.items()):
+        states.setdefault(run["provenance"]["code_commit"][:7], []).append(run)
+    lines = []
+    for code, runs in sorted(states.items(), key=lambda item: min(r["provenance"]["date"] for r in item[1])):
+        kinds = sorted({run["run_name"].rsplit("_b", 1)[0].rsplit("_s", 1)[0] for run in runs})
+        dates = sorted(run["provenance"]["date"][:10] for run in runs)
+        hosts = sorted({run["provenance"]["host"] for run in runs})
+        lines.append(f"- {code}: {len(runs)} runs ({', '.join(kinds)}) on {', '.join(hosts)}, "
+                     f"{dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else ""))
+    return lines
 
 
 def best_reading(means: Dict[str, Tuple[float, float]]) -> str:
@@ -174,6 +205,83 @@ def figure(points: Dict, reference: float, full12: float, path: str, task: str) 
     fig.savefig(path, dpi=120)
 
 
+# --- the judgement on fresh draws (part 3) ---
+
+JUDGED = ("full_training", "elastic_training 50 %", "gain_stage_training 50 %")
+PAIRS = (("elastic_training 50 %", "full_training"), ("gain_stage_training 50 %", "elastic_training 50 %"),
+         ("gain_stage_training 50 %", "full_training"))
+
+
+def scheme_flags(row: str, judged: bool) -> List[str]:
+    flags = dict(SCHEMES)[row]
+    if judged and row == "full_training":
+        if JUDGED_FULL_FLAGS is None:
+            raise SystemExit("full training's setting at a deadline is not chosen yet: write the choice in "
+                             "results/deadline_64/README.md and set JUDGED_FULL_FLAGS first")
+        flags = flags + JUDGED_FULL_FLAGS
+    return flags
+
+
+def judge_references(task: str, log_root: str) -> List:
+    """Full training and ElasticTrainer "50 %" for 12 epochs, seed by seed: the budgets' measures."""
+    return [(f"{prefix}12_s{seed}", base_flags(task, seed, log_root, f"{prefix}12_s{seed}") + scheme_flags(row, True))
+            for seed in JUDGE_SEEDS for prefix, row in (("full", "full_training"), ("et50", "elastic_training 50 %"))]
+
+
+def judge_budgets(out: str, task: str) -> Dict[str, float]:
+    """(a) ElasticTrainer "50 %"'s own 12-epoch training time, (b) 0.6 of full training's (means of the seeds)."""
+    done = finished(out, task)
+    times = {prefix: [done[f"{prefix}12_s{seed}"]["train_seconds"] for seed in JUDGE_SEEDS
+                      if f"{prefix}12_s{seed}" in done] for prefix in ("full", "et50")}
+    if any(len(values) < len(JUDGE_SEEDS) for values in times.values()):
+        raise SystemExit("the 12-epoch reference runs have not all finished")
+    return {"et50": round(float(np.mean(times["et50"])), 1), "full0.6": round(0.6 * float(np.mean(times["full"])), 1)}
+
+
+def judge_jobs(task: str, budgets: Dict[str, float], log_root: str) -> List:
+    jobs = []
+    for seed in JUDGE_SEEDS:
+        for budget, seconds in budgets.items():
+            for row in JUDGED:
+                name = f"{slug(row)}_{budget}_s{seed}"
+                jobs.append((name, base_flags(task, seed, log_root, name) + scheme_flags(row, True)
+                             + ["--time_budget", f"{seconds}s"]))
+    return jobs
+
+
+def judge_table(out: str, task: str) -> None:
+    from experiments.study_stats import paired_interval
+
+    done, budgets = finished(out, task), judge_budgets(out, task)
+    lines = [f"# Judgement at a deadline, fresh draw {task} (issue 64, part 3)", "",
+             "Rule: results/deadline_64/README.md, committed before the first run. Final-epoch test accuracy (%), "
+             f"seeds {', '.join(map(str, JUDGE_SEEDS))}; paired differences by seed with 95 % t-intervals.", "",
+             "| budget | scheme | seeds | final test acc | spent share | epochs |", "|---|---|---:|---:|---:|---:|"]
+    verdicts = []
+    for budget, seconds in budgets.items():
+        accuracy = {}
+        for row in JUDGED:
+            runs = {seed: done[f"{slug(row)}_{budget}_s{seed}"] for seed in JUDGE_SEEDS
+                    if f"{slug(row)}_{budget}_s{seed}" in done}
+            if not runs:
+                continue
+            accuracy[row] = {seed: run["final_test_accuracy"] for seed, run in runs.items()}
+            shares = [run["deadline"]["spent_share"] for run in runs.values()]
+            lines.append(f"| {budget} ({seconds:.1f} s) | {row} | {len(runs)} | {mean_std(list(accuracy[row].values()))}"
+                         f" | {min(shares):.3f}-{max(shares):.3f} | "
+                         f"{np.mean([run['deadline']['epochs'] for run in runs.values()]):.2f} |")
+        for first, second in PAIRS:
+            if first in accuracy and second in accuracy:
+                seeds = sorted(set(accuracy[first]) & set(accuracy[second]))
+                mean, low, high = paired_interval([100 * (accuracy[first][s] - accuracy[second][s]) for s in seeds])
+                verdicts.append(f"- {budget}: {first} − {second}: {mean:+.1f} [{low:+.1f}, {high:+.1f}] "
+                                f"({len(seeds)} seeds)")
+    lines += ["", "Paired differences (points):", *verdicts, "",
+              f"Made by `PYTHONPATH=. python experiments/deadline_64/frontier.py --task {task} --judge` (then `--table`); "
+              f"the table at {commit()} on {host_name()}, {datetime.date.today()}. The runs' code:", *provenance(done)]
+    publish_report("\n".join(lines), os.path.join(out, f"judgement_{task}.md"), runs=None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=sorted(STUDY_KEYS), required=True)
@@ -182,9 +290,16 @@ def main() -> None:
     parser.add_argument("--dry_run", action="store_true")
     parser.add_argument("--table", action="store_true")
     args = parser.parse_args()
+    judging = args.task in JUDGED_DRAWS
     if args.table:
-        return table(args.out, args.task)
+        return (judge_table if judging else table)(args.out, args.task)
     log_root = os.path.join(args.log_root, args.task)
+    if judging:
+        train(judge_references(args.task, log_root), args.out, args.task, log_root, args.dry_run)
+        if not args.dry_run:
+            train(judge_jobs(args.task, judge_budgets(args.out, args.task), log_root), args.out, args.task, log_root,
+                  False)
+        return
     reference = [(f"full12_s{seed}", base_flags(args.task, seed, log_root, f"full12_s{seed}") +
                   ["--train_type", "full_training"]) for seed in SEEDS]
     train(reference, args.out, args.task, log_root, args.dry_run)
