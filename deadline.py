@@ -238,3 +238,41 @@ def costs_so_far(state, spent_s: float, once_parts: Sequence[str]) -> Optional[C
     once = sum(parts.get(part, 0.0) for parts in state.selection_parts for part in once_parts)
     return measured_costs(spent_s, state.step, state.selection_seconds, once,
                           compile_seconds(state.first_call_ms, step_ms), len(state.first_call_ms))
+
+
+class RunDeadline:
+    """A run under --time_budget as its loop follows it: the plan (open_plan's Deadline, its
+    entries kept in the loop's checkpointed `state.plan`) and what follows each new plan, the
+    optimizer's schedules (`setup`) and the scheme. Made once the loop's state is final (a
+    resumed run's restored)."""
+
+    def __init__(self, config, scheme, setup, profile: Optional[Dict], state, steps_per_epoch: int):
+        self.scheme, self.setup, self.state, self.steps_per_epoch = scheme, setup, state, steps_per_epoch
+        self.clock = open_plan(config, scheme, profile, state.plan, steps_per_epoch)
+        self._follow(self.clock.total)
+
+    def _follow(self, total_steps: int) -> None:
+        self.setup.plan(total_steps)
+        self.scheme.plan(total_steps)
+
+    def ends_here(self, spent_seconds: float) -> bool:
+        """Before a step: plan again when due (a new plan moves the schedules' end); True when the
+        deadline ends the run at this step."""
+        state = self.state
+        total = self.clock.before_step(state.step, spent_seconds, len(state.selection_seconds),
+                                       lambda: costs_so_far(state, spent_seconds, self.scheme.once_parts),
+                                       self.scheme.due(state.step))
+        if total is not None:
+            self._follow(total)
+        return self.clock.done(state.step)
+
+    def epochs(self) -> int:
+        """The epochs the plan now takes (at least the one under way)."""
+        return max(-(-self.clock.total // self.steps_per_epoch), self.state.epoch + 1)
+
+    def recorded(self, config):
+        """`config` with the plan as run (config.json: replaying it repeats the run's steps anywhere)."""
+        return dataclasses.replace(config, step_plan=tuple(map(tuple, self.state.plan)))
+
+    def facts(self) -> Dict:
+        return self.clock.facts(self.state.train_seconds, self.state.step, self.steps_per_epoch)

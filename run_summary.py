@@ -4,12 +4,12 @@ summary.json holds the first; `report` prints it, for a finished run as for a re
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from config import TrainConfig
-from measure import MEMORY_PHASES
+from measure import MEMORY_PHASES, compile_seconds
 from schemes import SCHEMES
 from utils import overhead_share
 
@@ -22,6 +22,28 @@ def epoch_energy(totals: Dict) -> Dict[str, float]:
         return {}
     return {"energy/epoch_joules": totals["energy_joules"],
             "energy/joules_per_step": totals["energy_joules"] / max(totals["energy_steps"], 1)}
+
+
+def epoch_scalars(state, totals: Dict, metrics: Dict[str, float], energy: Dict[str, float],
+                  learning_rate: float, full_step_ms: Optional[float], memory_peaks: Dict[str, float]
+                  ) -> Dict[str, float]:
+    """An epoch's TensorBoard scalars: training accuracy and loss, step times (against the
+    profile's `full_step_ms`), where the time went, energy, the evaluation's metrics and the
+    allocator's peaks. `state`: the loop's (train.LoopState)."""
+    seen = max(totals["seen"], 1)
+    compiling = compile_seconds(state.first_call_ms, state.step_ms)
+    step_ms = float(np.median(totals["step_ms"])) if totals["step_ms"] else 0.0
+    return {
+        "train/accuracy": totals["correct"] / seen, "train/classification_loss": totals["loss_sum"] / seen,
+        "train/learning_rate": learning_rate, "step_time/median_ms": step_ms,
+        **({"step_time/ratio": step_ms / full_step_ms} if full_step_ms and step_ms else {}),
+        "time/between_steps_ms": float(np.median(totals["outside_ms"])) if totals["outside_ms"] else 0.0,
+        "time/compile_seconds": compiling,
+        "time/selection_seconds": sum(state.selection_seconds),
+        "time/overhead_share": overhead_share(compiling, state.selection_seconds, state.train_seconds),
+        "time/evaluation_seconds": state.evaluation_seconds,
+        "time/train_seconds": state.train_seconds, **energy, **metrics,
+        **{f"memory/{phase}_peak_mb": peak for phase, peak in memory_peaks.items()}}
 
 
 def history_entry(epoch: int, train_seconds: float, totals: Dict, metrics: Dict[str, float],
@@ -154,6 +176,23 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
         lines.append(f"Measured live:        final selection {summary['reference_selection_step_ms']:.1f} ms "
                      f"= {live:.3f} x a full step ({summary['reference_full_step_ms']:.1f} ms), timed "
                      f"together after training ({1 / live:.2f}x faster)")
+    lines += overhead_lines(summary)
+    if summary.get("deadline"):
+        plan = summary["deadline"]
+        lines.append(f"Time budget:          {plan['budget_seconds']:.1f} s: {plan['spent_seconds']:.1f} s of training "
+                     f"({100 * plan['spent_share']:.1f} %), {plan['steps']} steps ({plan['epochs']:.2f} epochs; "
+                     f"{plan['planned_steps']} planned first, {len(plan['plan'])} plannings"
+                     + (", replayed)" if plan.get("replayed") else ")"))
+    lines += memory_lines(summary)
+    if txt_path:
+        lines.append(f"Summary file:         {txt_path}")
+    print("=" * 62, *lines, "=" * 62, sep="\n")
+
+
+def overhead_lines(summary: dict) -> List[str]:
+    """The report's lines on what training time held besides steps: compiles, selections by
+    part, the probe's mode, and a hint when selections took much of it."""
+    lines: List[str] = []
     train_seconds = summary["train_seconds"] or float("nan")
     overhead = [f"compiling steps {summary['compile_seconds']:.1f} s ({100 * summary['compile_share']:.1f} %)"]
     if summary["selection_seconds"]:
@@ -167,7 +206,7 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
         overhead.append(f"selecting {sum(seconds):.1f} s ({100 * sum(seconds) / train_seconds:.1f} %, "
                         f"{len(seconds)} selections" + (f": {split})" if split else ")"))
         share = summary.get("overhead_share",  # summaries written before it was recorded
-                            overhead_share(summary["compile_seconds"], seconds, train_seconds))
+                            summary["compile_share"] + sum(seconds) / train_seconds)
         overhead.append(f"together {100 * share:.1f} %")
     lines.append(f"Inside that time:     {'; '.join(overhead)}")
     if summary.get("probe"):
@@ -176,12 +215,12 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
         lines.append(f"Hint:                 {len(summary['selection_seconds'])} selections took "
                      f"{100 * share:.0f} % of the training time; each new one probes and compiles a "
                      f"step, so a longer --interval (or a longer run) makes that share smaller")
-    if summary.get("deadline"):
-        plan = summary["deadline"]
-        lines.append(f"Time budget:          {plan['budget_seconds']:.1f} s: {plan['spent_seconds']:.1f} s of training "
-                     f"({100 * plan['spent_share']:.1f} %), {plan['steps']} steps ({plan['epochs']:.2f} epochs; "
-                     f"{plan['planned_steps']} planned first, {len(plan['plan'])} plannings"
-                     + (", replayed)" if plan.get("replayed") else ")"))
+    return lines
+
+
+def memory_lines(summary: dict) -> List[str]:
+    """The report's lines on memory: the budget, the allocator's peaks, the process's."""
+    lines: List[str] = []
     if summary.get("memory_budget_mb"):
         lines.append(f"Memory budget:        {summary['memory_budget_mb']:g} MB; predicted step peak up to "
                      f"{summary['predicted_step_peak_mb']:.0f} MB, measured {summary['measured_step_peak_mb']:.0f} MB")
@@ -192,6 +231,4 @@ def report(summary: dict, txt_path: Optional[str]) -> None:
         lines.append(f"Allocator peaks:      {', '.join(peaks)} (TensorFlow's tensors)")
     if "peak_memory_mb" in summary:
         lines.append(f"Peak memory:          {summary['peak_memory_mb']:.0f} MB resident (the whole process)")
-    if txt_path:
-        lines.append(f"Summary file:         {txt_path}")
-    print("=" * 62, *lines, "=" * 62, sep="\n")
+    return lines

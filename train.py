@@ -16,16 +16,16 @@ from tqdm import tqdm
 import models
 import checkpoints
 from config import TrainConfig
-from deadline import Deadline, costs_so_far, open_plan
+from deadline import RunDeadline
 from energy import Meter
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
 from measure import AllocatorPhases, compile_seconds, measure_reference, reset_peak
 from run_control import RunInterrupted, StopRequest, Stopwatch, TrainingDiverged
-from run_summary import (energy_summary, epoch_energy, history_entry, memory_summary,
+from run_summary import (energy_summary, epoch_energy, epoch_scalars, history_entry, memory_summary,
                          mixed_reference, selected_epoch, summarize)
 from train_step import StepCache, make_evaluator, make_optimizer
-from utils import MIX_BATCHES, at_chance, class_mix, overhead_share
+from utils import FirstBatches, at_chance
 
 @dataclasses.dataclass
 class LoopState:
@@ -81,12 +81,14 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
             totals = loop.train_epoch(stop)
             if not totals["seen"]:  # the deadline came with the epoch's start: no epoch to end
                 break
-            loop.end_epoch(totals, loop.evaluate_epoch(epoch_test, val_data), force_checkpoint=bool(stop.signal_number))
+            metrics = loop.evaluate_epoch(epoch_test, val_data)
+            loop.end_epoch(totals, metrics, force_checkpoint=bool(stop.signal_number))
             if stop.signal_number and not loop.finished():
                 raise RunInterrupted(stop.signal_number, f"at the end of epoch {loop.state.epoch}; checkpoint written",
                                      loop.resume_command)
     loop.final_evaluation(test_data)
-    loop.record_plan()
+    if loop.deadline is not None:
+        outputs.save_config(loop.deadline.recorded(config))
     return loop.summary()
 
 
@@ -121,9 +123,9 @@ class Loop:
         self.best_unsaved = False  # best_weights changed since the last checkpoint
         self.last_checkpoint = time.perf_counter()  # when this session last wrote a checkpoint
         self.setup_seconds = 0.0
-        self.first_labels: Optional[List[np.ndarray]] = []  # labels of the first batches (utils.class_mix)
+        self.first_batches = FirstBatches(config.num_classes)  # their classes, reported once a session
         self.warned_at_chance = False  # utils.at_chance, once a session
-        self.deadline: Optional[Deadline] = None  # the run's plan under --time_budget (start() makes it)
+        self.deadline: Optional[RunDeadline] = None  # the run's plan under --time_budget (start() makes it)
 
     def start(self, resume: bool, evaluation: Sequence[tf.data.Dataset] = (),
               process_start: Optional[float] = None) -> None:
@@ -143,14 +145,14 @@ class Loop:
                          state.epoch + 1, state.step, state.train_seconds)
         else:
             self.check_memory_budget(evaluation)
-            self.plan_deadline()
+        if self.config.time_budget:  # a new run's first plan refuses too small a budget before anything is written
+            self.deadline = RunDeadline(self.config, scheme, self.setup, self.profile, state, self.steps_per_epoch)
+        if not resume:
             self.outputs.save_config(self.config)
             self.outputs.hparams(self.config, budgeted=scheme.needs_profile, periodic=scheme.reselects)
             if not scheme.due(0):  # a fixed selection: show it once
                 self.outputs.selection_mask(0, scheme.mask)
                 state.masks.append(scheme.mask.tolist())
-        if resume:
-            self.plan_deadline()
         self.memory = AllocatorPhases(self.state.memory_peaks, self.state.memory_selections)  # a resumed run's
         now = time.perf_counter()
         self.state.startup_seconds += now - self.process_start
@@ -175,45 +177,15 @@ class Loop:
         self.scheme.check_memory(classifier_mask(self.model))
         del batches
 
-    def plan_deadline(self) -> None:
-        """Under --time_budget, the run's plan of steps: a new run's first (UserError when the
-        budget is too small), a replay's recorded one, a resumed run's so far (deadline.open_plan)."""
-        if self.config.time_budget:
-            self.deadline = open_plan(self.config, self.scheme, self.profile, self.state.plan, self.steps_per_epoch)
-            self.apply_plan(self.deadline.total)
-
-    def apply_plan(self, total_steps: int) -> None:
-        """The schedules and the scheme follow a plan of `total_steps` steps."""
-        self.setup.plan(total_steps)
-        self.scheme.plan(total_steps)
-
-    def follow_deadline(self, spent_seconds: float) -> bool:
-        """Before a step: plan again when due (a new plan moves the schedules' end); True when the
-        deadline ends the run here."""
-        state = self.state
-        total = self.deadline.before_step(state.step, spent_seconds, len(state.selection_seconds),
-                                          lambda: costs_so_far(state, spent_seconds, self.scheme.once_parts),
-                                          self.scheme.due(state.step))
-        if total is not None:
-            self.apply_plan(total)
-        return self.deadline.done(state.step)
-
     def finished(self) -> bool:
         """Whether the run has taken its epochs, or its deadline's steps."""
         if self.deadline is not None:
-            return self.follow_deadline(self.state.train_seconds)
+            return self.deadline.ends_here(self.state.train_seconds)
         return self.state.epoch >= self.config.num_epochs
 
     @property
     def planned_epochs(self) -> int:
-        if self.deadline is not None:
-            return max(-(-self.deadline.total // self.steps_per_epoch), self.state.epoch + 1)
-        return self.config.num_epochs
-
-    def record_plan(self) -> None:
-        """A deadline's plan, in config.json: replaying it repeats the run's steps anywhere."""
-        if self.deadline is not None:
-            self.outputs.save_config(dataclasses.replace(self.config, step_plan=tuple(map(tuple, self.state.plan))))
+        return self.deadline.epochs() if self.deadline is not None else self.config.num_epochs
 
     def save_checkpoint(self) -> str:
         with self.memory.phase(None):
@@ -315,14 +287,11 @@ class Loop:
         for index, (images, labels) in enumerate(bar):
             if index == 0:  # the input pipeline's start (an epoch's shuffle buffer filling) is no step
                 self.memory.close(None)
-            if self.deadline is not None and self.follow_deadline(clock.seconds()):
+            if self.deadline is not None and self.deadline.ends_here(clock.seconds()):
                 break  # (the epoch's start, its shuffle buffer filling, counted too)
             self.reselect_if_due()
             self.train_step(images, labels, totals, previous_end)
-            if self.first_labels is not None:
-                self.first_labels.append(labels.numpy())
-                if len(self.first_labels) == MIX_BATCHES:
-                    self.report_class_mix()
+            self.first_batches.add(labels)
             bar.set_postfix(loss=f"{totals['loss_sum'] / totals['seen']:.3f}",
                             acc=f"{100 * totals['correct'] / totals['seen']:.1f}%", refresh=False)
             state.train_seconds = clock.seconds()
@@ -339,26 +308,13 @@ class Loop:
                                              self.resume_command)
             previous_end = time.perf_counter()
         state.train_seconds = clock.seconds()  # with the epoch's tail
-        if self.first_labels:  # an epoch shorter than MIX_BATCHES
-            self.report_class_mix()
+        self.first_batches.report()  # an epoch shorter than MIX_BATCHES
         if self.meter:  # the device's energy over this segment of the epoch's steps
             totals["energy_joules"] = totals.get("energy_joules", 0.0) + self.meter.joules() - joules_before
             totals["energy_steps"] = totals.get("energy_steps", 0) + state.position - steps_before
         bar.close()
         state.step_ms += totals["step_ms"]
         return totals
-
-    def report_class_mix(self) -> None:
-        """Say once what classes the first batches this session trained on hold, and warn when their
-        order looks class-sorted (utils.class_mix): such a pipeline would train, and learn little."""
-        sentence, sorted_looking = class_mix(self.first_labels, self.config.num_classes)
-        self.first_labels = None
-        if sorted_looking:
-            logging.warning("%s: the training order looks class-sorted; a training pipeline must shuffle the "
-                            "whole split (data.load_epochs does) or this run learns one class after another",
-                            sentence)
-        else:
-            logging.info("%s", sentence)
 
     def evaluate_epoch(self, test_data: Optional[tf.data.Dataset],
                        val_data: Optional[tf.data.Dataset]) -> Dict[str, float]:
@@ -376,12 +332,14 @@ class Loop:
         due (`checkpoint_seconds` since the last) or forced."""
         state = self.state
         self.select_model(metrics)
+        self.log_epoch(metrics, totals["loss_sum"] / max(totals["seen"], 1))
         energy = epoch_energy(totals)
         state.history.append(history_entry(state.epoch + 1, state.train_seconds, totals, metrics, energy))
+        scalars = epoch_scalars(state, totals, metrics, energy, float(self.setup.learning_rate(state.step)),
+                                self.profile and float(self.profile["T_full_ms"]), self.memory.epoch_peaks)
         self.outputs.flush_pictures()  # the epoch's selections, drawn outside training time
-        self.outputs.scalars(state.step, self.epoch_scalars(totals, metrics, energy))
+        self.outputs.scalars(state.step, scalars)
         self.memory.epoch_peaks = {}
-        self.log_epoch(metrics, totals["loss_sum"] / max(totals["seen"], 1))
         state.epoch, state.position, state.epoch_totals = state.epoch + 1, 0, {}
         if (force_checkpoint or self.config.checkpoint_seconds <= 0
                 or time.perf_counter() - self.last_checkpoint >= self.config.checkpoint_seconds):
@@ -403,26 +361,6 @@ class Loop:
                 self.best_weights, self.best_unsaved = (epoch + 1, weights), True
             if self.config.save_model:
                 self.outputs.save_best(self.model)
-
-    def epoch_scalars(self, totals: Dict, metrics: Dict[str, float], energy: Dict[str, float]) -> Dict[str, float]:
-        """The epoch's TensorBoard scalars: training accuracy and loss, step times, where the time
-        went, energy, the evaluation's metrics and the allocator's peaks."""
-        state, seen = self.state, max(totals["seen"], 1)
-        compiling = compile_seconds(state.first_call_ms, state.step_ms)
-        step_ms = float(np.median(totals["step_ms"])) if totals["step_ms"] else 0.0
-        return {
-            "train/accuracy": totals["correct"] / seen, "train/classification_loss": totals["loss_sum"] / seen,
-            "train/learning_rate": float(self.setup.learning_rate(state.step)),
-            "step_time/median_ms": step_ms,
-            **({"step_time/ratio": step_ms / float(self.profile["T_full_ms"])}  # the profile's full step
-               if self.profile and step_ms else {}),
-            "time/between_steps_ms": float(np.median(totals["outside_ms"])) if totals["outside_ms"] else 0.0,
-            "time/compile_seconds": compiling,
-            "time/selection_seconds": sum(state.selection_seconds),
-            "time/overhead_share": overhead_share(compiling, state.selection_seconds, state.train_seconds),
-            "time/evaluation_seconds": state.evaluation_seconds,
-            "time/train_seconds": state.train_seconds, **energy, **metrics,
-            **{f"memory/{phase}_peak_mb": peak for phase, peak in self.memory.epoch_peaks.items()}}
 
     def log_epoch(self, metrics: Dict[str, float], train_loss: float) -> None:
         """The epoch's log line; once a session, a warning when the training loss is still at chance
@@ -492,7 +430,6 @@ class Loop:
                        selection_parts=dict(scheme.overhead), selection_parts_each=list(state.selection_parts),
                        first_call_ms=list(state.first_call_ms), **energy_summary(state.history, self.meter),
                        **scheme.facts,
-                       **({"deadline": self.deadline.facts(state.train_seconds, state.step, self.steps_per_epoch)}
-                          if self.deadline is not None else {}),
+                       **({"deadline": self.deadline.facts()} if self.deadline is not None else {}),
                        **memory_summary(config, state))
         return summary

@@ -226,3 +226,34 @@ def class_mix(labels: Sequence[Sequence[int]], num_classes: int) -> "tuple[str, 
     log_chance = (math.lgamma(num_classes + 1) - math.lgamma(seen + 1) - math.lgamma(num_classes - seen + 1)
                   + draws * math.log(seen / num_classes))
     return sentence, log_chance < math.log(1e-6)
+
+
+
+class FirstBatches:
+    """The labels of a session's first MIX_BATCHES training batches, reported once (class_mix): an
+    info line, or a warning when their order looks class-sorted (such a pipeline trains, and learns
+    little)."""
+
+    def __init__(self, num_classes: int):
+        self.num_classes = num_classes
+        self.labels: Optional[list] = []  # None once reported
+
+    def add(self, labels) -> None:
+        """One batch's labels (a tensor); the report once MIX_BATCHES are in."""
+        if self.labels is not None:
+            self.labels.append(labels.numpy())
+            if len(self.labels) == MIX_BATCHES:
+                self.report()
+
+    def report(self) -> None:
+        """The report now (an epoch shorter than MIX_BATCHES), unless made or nothing was seen."""
+        if not self.labels:
+            return
+        sentence, sorted_looking = class_mix(self.labels, self.num_classes)
+        self.labels = None
+        if sorted_looking:
+            logging.warning("%s: the training order looks class-sorted; a training pipeline must shuffle the "
+                            "whole split (data.load_epochs does) or this run learns one class after another",
+                            sentence)
+        else:
+            logging.info("%s", sentence)

@@ -140,11 +140,21 @@ def quiet_tfds(generated: bool):
         absl.setLevel(level)
 
 
+def _prepared(builder: tfds.core.DatasetBuilder, dataset_name: str) -> bool:
+    """Whether the dataset is on disk (an image folder always is). TFDS's check warns of a variant
+    folder without its dataset_info.json (one being written, or another config's): quiet for the
+    datasets this project generates, as in `_builder`."""
+    if isinstance(builder, tfds.folder_dataset.ImageFolder):
+        return True
+    with quiet_tfds(not get_spec(dataset_name).download_hosts):
+        return builder.is_prepared()
+
+
 def availability_problem(dataset_name: str, data_dir: Optional[str] = None) -> Optional[str]:
     """None when the dataset is prepared or can be downloaded now; otherwise what is wrong and
     what to do, in one message (checked in seconds, before any long work)."""
     builder = _builder(dataset_name, data_dir)
-    if isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared():
+    if _prepared(builder, dataset_name):
         return None
     spec = get_spec(dataset_name)
     if not spec.download_hosts or _reachable(spec.download_hosts):
@@ -165,7 +175,7 @@ def prepare(dataset_name: str, data_dir: Optional[str] = None) -> tfds.core.Data
     if problem:
         raise UserError(problem)
     builder = _builder(dataset_name, data_dir)
-    if not (isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared()):
+    if not _prepared(builder, dataset_name):
         generated = not get_spec(dataset_name).download_hosts
         if generated:
             logging.info("generating %s once into %s (offline, no download; later runs reuse it)", dataset_name,

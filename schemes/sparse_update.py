@@ -111,6 +111,9 @@ class SparseUpdate(BudgetedScheme):
     def due(self, step: int) -> bool:
         return not self.selected
 
+    def planned_selections(self) -> int:
+        return 1  # its one analysis, made or not (a resumed run has made it)
+
     def importance(self) -> np.ndarray:
         model, head = self.context.model, classifier_mask(self.context.model)
         batches = self.context.train_data.probe(0, TRIAL_BATCHES + HELD_OUT_BATCHES)

@@ -471,3 +471,15 @@ def test_tfds_notices_about_a_generated_dataset_stay_out_of_the_log(capsys, capl
         shown = capsys.readouterr().out + caplog.text
         assert ("Variant folder" in shown and "Downloading" in shown) is not generated, shown
         caplog.clear()
+
+
+def test_asking_whether_a_generated_dataset_is_prepared_says_nothing_of_variant_folders(tmp_path, caplog):
+    """The demo's first step printed "Variant folder .../embedded_parts/source/8.1.0 has no
+    dataset_info.json" from TFDS's is_prepared(), which ran outside the quiet scope."""
+    import logging
+
+    variant = tmp_path / "embedded_parts" / "target" / "8.1.0"
+    variant.mkdir(parents=True)  # a folder without its dataset_info.json, as one being written
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        assert data.availability_problem("embedded_parts", str(tmp_path)) is None
+    assert "Variant folder" not in caplog.text, caplog.text

@@ -15,10 +15,11 @@ import run_control
 import train
 from deadline import Costs, Deadline, measured_costs, selection_due
 from run_outputs import RunOutputs, summary_results
+from schemes import SCHEMES
 from schemes.elastic import ElasticTraining
 from schemes.gain_stage import GainStageTraining
 from test_resume import SignalAt
-from test_train import config, tiny_data, tiny_model, tiny_profile
+from test_train import config, make_context, tiny_data, tiny_model, tiny_profile
 from train_step import PlannedCosineDecay, make_optimizer
 from utils import UserError
 
@@ -142,6 +143,13 @@ def test_what_only_the_first_selection_pays_is_priced_once(scheme, each_s):
     clock.next_replan = 0
     total = clock.before_step(10, 1.0 + sum(LOOK.values()), 1, lambda: costs)
     assert (total > 100) if scheme is GainStageTraining else (total == 10)  # elastic's probe does recur
+
+
+def test_a_resumed_one_off_selection_still_counts_as_the_run_s_one():
+    scheme = SCHEMES["sparse_update_training"](make_context(tiny_model(), "sparse_update_training"))
+    assert scheme.planned_selections() == 1
+    scheme.load_state({**scheme.state(), "selected": True})  # resumed after its analysis
+    assert scheme.planned_selections() == 1 and not scheme.due(0)
 
 
 def test_the_profile_prices_the_look_once_and_the_probe_at_every_selection():

@@ -130,9 +130,10 @@ def table(out: str, task: str) -> None:
              f"{', '.join('%.1f' % run['train_seconds'] for run in full12)}); final test accuracy "
              f"{mean_std([s['final_test_accuracy'] for s in full12])} %.", "",
              "Final-epoch test accuracy, mean ± std over seeds (%); validation accuracy at the last epoch; the "
-             "share of the budget the run's training seconds spent (min-max); steps run (mean).", "",
-             "| budget | scheme | seeds | final test acc | final val acc | spent share | steps | epochs |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "share of the budget the run's training seconds spent (min-max); steps run (mean); the runs' median "
+             "step time (a machine's speed on the day shows here).", "",
+             "| budget | scheme | seeds | final test acc | final val acc | spent share | steps | epochs | step ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     points, readings = {}, []
     for fraction in FRACTIONS:
         means = {}
@@ -151,9 +152,13 @@ def table(out: str, task: str) -> None:
             lines.append(f"| {fraction:g} ({runs[0]['deadline']['budget_seconds']:.1f} s) | {row} | {len(runs)} | "
                          f"{mean_std(tests)} | {mean_std(vals)} | {min(shares):.3f}-{max(shares):.3f} | "
                          f"{np.mean([run['deadline']['steps'] for run in runs]):.0f} | "
-                         f"{np.mean([run['deadline']['epochs'] for run in runs]):.2f} |")
+                         f"{np.mean([run['deadline']['epochs'] for run in runs]):.2f} | "
+                         f"{np.mean([run['median_step_ms'] for run in runs]):.0f} |")
         if means:
             readings.append(f"- {fraction:g}: {best_reading(means)}")
+    notes = os.path.join(out, task, "notes.md")  # what a reader must know that the numbers do not say
+    if os.path.exists(notes):
+        lines += ["", open(notes, encoding="utf-8").read().strip()]
     lines += ["", "Best at each budget (highest mean; level: within one pooled standard deviation of it):",
               *readings, "", f"Per-run records: results/deadline_64/{task}/runs/ (each run's summary.json).",
               "", f"Made by `PYTHONPATH=. python experiments/deadline_64/frontier.py --task {task}` (then `--table`); "
