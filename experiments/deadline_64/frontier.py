@@ -20,6 +20,7 @@ import datetime
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 from typing import Dict, List, Optional, Tuple
@@ -176,7 +177,7 @@ def provenance(done: Dict[str, Dict]) -> List[str]:
         states.setdefault(run["provenance"]["code_commit"][:7], []).append(run)
     lines = []
     for code, runs in sorted(states.items(), key=lambda item: min(r["provenance"]["date"] for r in item[1])):
-        kinds = sorted({run["run_name"].rsplit("_b", 1)[0].rsplit("_s", 1)[0] for run in runs})
+        kinds = sorted({re.sub(r"(_b[0-9.]+)?_s[0-9]+$", "", run["run_name"]) for run in runs})
         dates = sorted(run["provenance"]["date"][:10] for run in runs)
         hosts = sorted({run["provenance"]["host"] for run in runs})
         lines.append(f"- {code}: {len(runs)} runs ({', '.join(kinds)}) on {', '.join(hosts)}, "
