@@ -183,13 +183,14 @@ def reach_table(runs: Sequence[Run]) -> str:
     reference = runs[0]
     goal = reference.series("test/accuracy")[-1][1]
     goal_time = time_to_reach(reference, goal)
-    lines = [f"{'run':<36}{'best acc %':>11}{'final acc %':>12}{'train s':>9}"
+    width = max(36, *(len(run.label) + 2 for run in runs))  # the labels' column, wide enough for every label
+    lines = [f"{'run':<{width}}{'best acc %':>11}{'final acc %':>12}{'train s':>9}"
              f"{'s to ' + format(100 * goal, '.1f') + '%':>12}{'speedup':>9}"]
     for run in runs:
         accuracy = [v for _, v in run.series("test/accuracy")]
         reach = time_to_reach(run, goal)
         speedup = f"{goal_time / reach:.2f}x" if reach and goal_time else "never"
-        lines.append(f"{run.label:<36}{100 * max(accuracy):>11.2f}{100 * accuracy[-1]:>12.2f}"
+        lines.append(f"{run.label:<{width}}{100 * max(accuracy):>11.2f}{100 * accuracy[-1]:>12.2f}"
                      f"{run.series(TIME_TAG)[-1][1]:>9.1f}{(f'{reach:.1f}' if reach else '-'):>12}{speedup:>9}")
     return "\n".join(lines)
 

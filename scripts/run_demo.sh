@@ -31,7 +31,7 @@ esac
 RUNS="logs/demo/$(date +%Y%m%d-%H%M%S)"
 start=$(date +%s)
 
-echo "== 1/5 embedded dataset (generated once into ~/tensorflow_datasets)"
+echo "== 1/5 embedded dataset (generated once into ${TFDS_DATA_DIR:-~/tensorflow_datasets})"
 [ -f "figures/${DATASET}_samples.png" ] || $PY scripts/preview_dataset.py "$DATASET"
 [ -f "figures/${DATASET}_source_samples.png" ] || $PY scripts/preview_dataset.py "${DATASET}_source" --classes 10
 
