@@ -882,3 +882,23 @@ def test_the_judging_rule_marks_each_clause_on_a_draw():
     assert [v["budget"] for v in study_frontier.judgement(groups)] == ["rho0.533_paper"]
     assert "Not read yet (no rotating_anchored_training or ElasticTrainer runs at it): rho0.7_exact." in (
         study_frontier.judgement_section(groups))
+
+
+def test_the_head_rule_reads_every_design_run_and_wants_more_than_half_a_point():
+    from experiments.deadline_64 import frontier
+
+    def runs(glorot: float, zero: float):
+        return {task: {f"{frontier.slug(row)}_b{fraction:g}_s{seed}": {"history": [{"val_accuracy": 0.1},
+                                                                                  {"val_accuracy": value}]}
+                       for row, value in zip(frontier.HEAD_ROWS, (glorot, zero))
+                       for fraction in frontier.FRACTIONS for seed in frontier.SEEDS}
+                for task in frontier.DESIGN_TASKS}
+
+    means, choice = frontier.head_rule(runs(0.70, 0.706))  # the last epoch is read, not the first
+    assert means["full_training"] == (pytest.approx(0.70), 18) and choice == "--head_init zeros"
+    assert frontier.head_rule(runs(0.70, 0.704))[1] == "the protocol's glorot head"  # 0.4 points: not enough
+    assert frontier.head_rule(runs(0.70, 0.60))[1] == "the protocol's glorot head"
+    missing = runs(0.70, 0.80)
+    del missing["shapes"]["full_training_zero_head_b0.8_s2"]
+    with pytest.raises(SystemExit, match="shapes's run full_training_zero_head_b0.8_s2"):
+        frontier.head_rule(missing)

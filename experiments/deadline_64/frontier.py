@@ -41,8 +41,8 @@ STUDY_KEYS = {"parts": "parts_mobilenetv2", "shapes": "mobilenetv2",  # design d
 JUDGED_DRAWS = {"parts_seed7": "embedded_parts_seed7", "shapes_seed5": "embedded_shapes_seed5"}
 JUDGE_SEEDS = (0, 1, 2, 3, 4)
 # Full training's extra flags on the fresh draws, chosen on the design draws' validation accuracy before
-# any judging run (results/deadline_64/README.md); None until that choice is written there.
-JUDGED_FULL_FLAGS: Optional[List[str]] = None
+# any judging run (results/deadline_64/README.md, "The numbers and the choice": the zero head, +5.79 points)
+JUDGED_FULL_FLAGS: Optional[List[str]] = ["--head_init", "zeros"]
 FRACTIONS = (0.4, 0.6, 0.8)
 SEEDS = (0, 1, 2)
 # (row name, flags): the issue's schemes; "50 %" is the original's rule (0.533, paper), as in the study
@@ -211,6 +211,31 @@ def figure(points: Dict, reference: float, full12: float, path: str, task: str) 
     fig.savefig(path, dpi=120)
 
 
+# --- full training's setting for part 3: the rule in results/deadline_64/README.md ---
+
+HEAD_ROWS = ("full_training", "full_training zero head")
+DESIGN_TASKS = ("parts", "shapes")
+
+
+def head_rule(runs_by_task: Dict[str, Dict[str, Dict]], margin: float = 0.005) -> Tuple[Dict[str, Tuple[float, int]], str]:
+    """Each head's mean last-epoch validation accuracy over the design draws, budgets and seeds (and how many
+    runs it rests on), and the choice: the zero head only when its mean is higher by more than `margin`.
+    Refuses while a run of either row is missing: the rule reads every draw x budget x seed."""
+    means = {}
+    for row in HEAD_ROWS:
+        values = []
+        for task in DESIGN_TASKS:
+            for fraction in FRACTIONS:
+                for seed in SEEDS:
+                    name = f"{slug(row)}_b{fraction:g}_s{seed}"
+                    if name not in runs_by_task.get(task, {}):
+                        raise SystemExit(f"the head rule needs {task}'s run {name}, which has not finished")
+                    values.append(runs_by_task[task][name]["history"][-1]["val_accuracy"])
+        means[row] = (float(np.mean(values)), len(values))
+    zero_wins = means[HEAD_ROWS[1]][0] - means[HEAD_ROWS[0]][0] > margin
+    return means, ("--head_init zeros" if zero_wins else "the protocol's glorot head")
+
+
 # --- the judgement on fresh draws (part 3) ---
 
 JUDGED = ("full_training", "elastic_training 50 %", "gain_stage_training 50 %")
@@ -283,19 +308,29 @@ def judge_table(out: str, task: str) -> None:
                 verdicts.append(f"- {budget}: {first} − {second}: {mean:+.1f} [{low:+.1f}, {high:+.1f}] "
                                 f"({len(seeds)} seeds)")
     lines += ["", "Paired differences (points):", *verdicts, "",
-              f"Made by `PYTHONPATH=. python experiments/deadline_64/frontier.py --task {task} --judge` (then `--table`); "
+              f"Made by `PYTHONPATH=. python experiments/deadline_64/frontier.py --task {task}` (then `--table`); "
               f"the table at {commit()} on {host_name()}, {datetime.date.today()}. The runs' code:", *provenance(done)]
     publish_report("\n".join(lines), os.path.join(out, f"judgement_{task}.md"), runs=None)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", choices=sorted(STUDY_KEYS), required=True)
+    parser.add_argument("--task", choices=sorted(STUDY_KEYS), help="required unless --head_rule")
     parser.add_argument("--out", default=os.path.join(ROOT, "results", "deadline_64"))
     parser.add_argument("--log_root", default=os.path.join(ROOT, "logs", "deadline_64"))
     parser.add_argument("--dry_run", action="store_true")
     parser.add_argument("--table", action="store_true")
+    parser.add_argument("--head_rule", action="store_true",
+                        help="print the rule's numbers for full training's head in part 3 (both design draws)")
     args = parser.parse_args()
+    if args.head_rule:
+        means, choice = head_rule({task: finished(args.out, task) for task in DESIGN_TASKS})
+        for row, (mean, count) in means.items():
+            print(f"{row}: mean last-epoch validation accuracy {100 * mean:.2f} % over {count} runs")
+        print(f"zero - glorot: {100 * (means[HEAD_ROWS[1]][0] - means[HEAD_ROWS[0]][0]):+.2f} points; choice: {choice}")
+        return
+    if args.task is None:
+        parser.error("--task is required (unless --head_rule)")
     judging = args.task in JUDGED_DRAWS
     if args.table:
         return (judge_table if judging else table)(args.out, args.task)
