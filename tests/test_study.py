@@ -884,21 +884,105 @@ def test_the_judging_rule_marks_each_clause_on_a_draw():
         study_frontier.judgement_section(groups))
 
 
-def test_the_head_rule_reads_every_design_run_and_wants_more_than_half_a_point():
-    from experiments.deadline_64 import frontier
+def test_the_head_rule_reads_every_design_run_and_wants_more_than_half_a_point(tmp_path):
+    from experiments import study_deadline as deadline
 
     def runs(glorot: float, zero: float):
-        return {task: {f"{frontier.slug(row)}_b{fraction:g}_s{seed}": {"history": [{"val_accuracy": 0.1},
+        return {task: {f"{deadline.slug(row)}_b{fraction:g}_s{seed}": {"history": [{"val_accuracy": 0.1},
                                                                                   {"val_accuracy": value}]}
-                       for row, value in zip(frontier.HEAD_ROWS, (glorot, zero))
-                       for fraction in frontier.FRACTIONS for seed in frontier.SEEDS}
-                for task in frontier.DESIGN_TASKS}
+                       for row, value in zip(deadline.HEAD_ROWS, (glorot, zero))
+                       for fraction in deadline.FRACTIONS for seed in deadline.SEEDS}
+                for task in deadline.DESIGN_TASKS}
 
-    means, choice = frontier.head_rule(runs(0.70, 0.706))  # the last epoch is read, not the first
+    means, difference, choice = deadline.head_rule(runs(0.70, 0.706))  # the last epoch is read, not the first
     assert means["full_training"] == (pytest.approx(0.70), 18) and choice == "--head_init zeros"
-    assert frontier.head_rule(runs(0.70, 0.704))[1] == "the protocol's glorot head"  # 0.4 points: not enough
-    assert frontier.head_rule(runs(0.70, 0.60))[1] == "the protocol's glorot head"
+    assert difference == pytest.approx(0.006)
+    assert deadline.head_rule(runs(0.70, 0.704))[2] == "the protocol's glorot head"  # 0.4 points: not enough
+    assert deadline.head_rule(runs(0.70, 0.60))[2] == "the protocol's glorot head"
     missing = runs(0.70, 0.80)
     del missing["shapes"]["full_training_zero_head_b0.8_s2"]
-    with pytest.raises(SystemExit, match="shapes's run full_training_zero_head_b0.8_s2"):
-        frontier.head_rule(missing)
+    with pytest.raises(UserError, match="shapes's run full_training_zero_head_b0.8_s2"):
+        deadline.head_rule(missing)
+    # the design tables carry the rule's numbers once both draws are complete, and say why they wait before
+    for task, named in missing.items():
+        for name, run in named.items():
+            path = tmp_path / task / "runs" / (name + ".json")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(run))
+    assert "not read yet (the head rule needs shapes's run" in deadline.head_rule_lines(str(tmp_path))[0]
+    (tmp_path / "shapes" / "runs" / "full_training_zero_head_b0.8_s2.json").write_text(
+        json.dumps({"history": [{"val_accuracy": 0.80}]}))
+    assert "zero - glorot +10.00 points, so the fresh draws' full training runs with --head_init zeros" in (
+        deadline.head_rule_lines(str(tmp_path))[0])
+
+
+def test_the_deadline_goal_reads_only_budgets_up_to_0_6_and_wants_a_lower_end_above_minus_one():
+    from experiments.study_deadline import goal_reading
+
+    et, gain = "elastic_training 50 %", "gain_stage_training 50 %"
+    intervals = {("et50", et, "full_training"): (1.0, -0.5, 2.5), ("et50", gain, "full_training"): (3.0, 1.0, 5.0),
+                 ("full0.6", et, "full_training"): (-2.0, -4.0, 0.0), ("full0.6", gain, "full_training"): (-0.5, -1.5, 0.5),
+                 ("full0.6", gain, et): (1.5, 0.0, 3.0)}  # a pair not against full training is not read
+    lines = goal_reading({"et50": 0.55, "full0.6": 0.6}, intervals)
+    assert lines[0] == "- et50 (0.55 of full training's time): met by elastic_training 50 %, gain_stage_training 50 %"
+    assert lines[1] == "- full0.6 (0.60 of full training's time): not met: no selective scheme's lower end above -1 (best -1.5)"
+    assert lines[-1] == "- On this draw the clause is **not met**."
+    lines = goal_reading({"et50": 0.65, "full0.6": 0.6}, {**intervals, ("full0.6", gain, "full_training"): (0.5, -0.9, 2.0)})
+    assert lines[0].startswith("- et50 (0.65 of full training's time): above 0.6, outside the clause")
+    assert lines[1] == "- full0.6 (0.60 of full training's time): met by gain_stage_training 50 %"
+    assert lines[-1] == "- On this draw the clause is **met**."
+
+
+def test_study_runs_and_tables_the_deadline_plan_on_a_fresh_draw(tmp_path, monkeypatch, capsys):
+    from experiments import study_deadline as deadline
+
+    monkeypatch.setattr(deadline, "RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(deadline, "LOGS", str(tmp_path / "logs"))
+    assert study.main(["run", "deadline", "--task", "parts_seed7", "--dry_run"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("--train_type full_training --head_init zeros") == 5  # the rule's setting, 5 seeds
+    assert printed.count("--train_type elastic_training --rho 0.533 --rho_mode paper") == 5
+    assert "--dataset_name embedded_parts_seed7" in printed and "--time_budget" not in printed  # budgets: measured
+    with pytest.raises(UserError, match="budgets need the 12-epoch reference runs"):
+        study.main(["table", "deadline", "--task", "parts_seed7"])
+
+    def keep(name: str, accuracy: float, seconds: float = 0.0) -> None:
+        path = tmp_path / "results" / "parts_seed7" / "runs" / (name + ".json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"run_name": name, "final_test_accuracy": accuracy, "train_seconds": seconds,
+                                    "deadline": {"spent_share": 0.99, "epochs": 7.0},
+                                    "provenance": {"code_commit": "81fb673abc", "date": "2026-11-29T07:00",
+                                                   "host": "vm"}}))
+
+    wobble = (0.0, 0.01, -0.01, 0.02, -0.02)
+    for seed, w in enumerate(wobble):
+        keep(f"full12_s{seed}", 0.80, 100.0)
+        keep(f"et5012_s{seed}", 0.70, 55.0)
+        keep(f"full_training_et50_s{seed}", 0.70 + w)
+        keep(f"elastic_training_50pct_et50_s{seed}", 0.72 + w)  # +2 on every seed
+        keep(f"gain_stage_training_50pct_et50_s{seed}", 0.69 + 2 * w)
+        keep(f"full_training_full0.6_s{seed}", 0.74)
+        keep(f"elastic_training_50pct_full0.6_s{seed}", 0.71 + w)
+        keep(f"gain_stage_training_50pct_full0.6_s{seed}", 0.72 + w)
+    assert study.main(["table", "deadline", "--task", "parts_seed7"]) == 0
+    text = (tmp_path / "results" / "judgement_parts_seed7.md").read_text()
+    assert "| et50 (55.0 s) | elastic_training 50 % | 5 | 72.0 ± 1.6 | 0.990-0.990 | 7.00 |" in text
+    assert "| full0.6 (60.0 s) | full_training | 5 | 74.0 ± 0.0 |" in text
+    assert "- et50: elastic_training 50 % − full_training: +2.0 [+2.0, +2.0] (5 seeds)" in text
+    assert "- et50 (0.55 of full training's time): met by elastic_training 50 %" in text
+    assert "- full0.6 (0.60 of full training's time): not met" in text and "clause is **not met**" in text
+    assert "Made by `python scripts/study.py run deadline --task parts_seed7`" in text
+    assert "- 81fb673: 40 runs" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "deadline", "--task", "parts", "--seeds", "0"], "takes no --seeds"),
+    (["run", "deadline", "--task", "parts", "--shard", "1/2"], "takes no --shard"),
+    (["run", "deadline", "--task", "parts_seed1"], "runs on parts, shapes, parts_seed7, shapes_seed5, not parts_seed1"),
+    (["table", "deadline"], "runs on parts, shapes, parts_seed7, shapes_seed5, named with --task"),
+    (["run", "deadline", "--task", "parts", "--model_name", "resnet50"], "fine-tunes mobilenetv2, not resnet50"),
+    (["run", "frontier", "--task", "shapes_seed5"], "shapes_seed5 is a fresh draw of the deadline plan alone"),
+])
+def test_the_deadline_plan_refuses_what_it_cannot_do_in_one_line(argv, message):
+    with pytest.raises(UserError, match=message):
+        study.main(argv)

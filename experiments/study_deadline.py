@@ -1,48 +1,50 @@
-"""Issue 64's deadline frontier on one design draw: full training's own 12-epoch time first (3 seeds),
-then every compared scheme with --time_budget at 0.4, 0.6 and 0.8 of that time, 3 seeds, in one
-batch on one code state. Each finished run's summary is kept under results/deadline_64/<task>/runs/
-(the sweep resumes from them); --table writes the table and the figure from them.
+"""The deadline plan (issue 64), run and tabled by scripts/study.py like the other plans:
 
-    PYTHONPATH=. python experiments/deadline_64/frontier.py --task parts            # train what is missing
-    PYTHONPATH=. python experiments/deadline_64/frontier.py --task parts --table    # table and figure
+    python scripts/study.py run deadline --task parts      # train what is missing (resumes)
+    python scripts/study.py table deadline --task parts    # table and figure
 
-On a fresh draw (--task parts_seed7 or shapes_seed5) it runs the judgement instead (part 3): full
-training's and ElasticTrainer "50 %"'s 12-epoch times (5 seeds), then full training, ElasticTrainer
-"50 %" and gain_stage_training "50 %" with --time_budget at ElasticTrainer's time and at 0.6 of full
-training's; --table writes judgement_<draw>.md with the paired intervals.
+On a design draw (--task parts or shapes): full training's own 12-epoch time first (3 seeds), then every
+compared scheme with --time_budget at 0.4, 0.6 and 0.8 of that time, 3 seeds, in one batch on one code
+state; the table (results/deadline_64/frontier_<task>.md and .png) says which is best at each budget.
+On a fresh draw (--task parts_seed7 or shapes_seed5) it runs the judgement (part 3): full training's and
+ElasticTrainer "50 %"'s 12-epoch times (5 seeds), then full training, ElasticTrainer "50 %" and
+gain_stage_training "50 %" with --time_budget at ElasticTrainer's time and at 0.6 of full training's; the
+table (judgement_<task>.md) has the paired intervals and reads the goal's clause.
 
-The reading rules are in results/deadline_64/README.md, written before the first run.
+Unlike the other plans it runs here, in one batch, seeds fixed by its rule: its budgets are times
+measured on this machine, and a run on another would be judged against a clock it never had. Each
+finished run's summary is kept under results/deadline_64/<task>/runs/. The reading rules are in
+results/deadline_64/README.md, written before the first run.
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import glob
 import json
 import os
 import re
 import subprocess
-import sys
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
+from bench import publish_report
+from experiments import study_plans
+from experiments.runner import train_all
+from experiments.sharding import host_name
+from utils import UserError, atomic_write_json
 
-from bench import publish_report  # noqa: E402
-from experiments import study_plans  # noqa: E402
-from experiments.runner import train_all  # noqa: E402
-from experiments.sharding import host_name  # noqa: E402
-from utils import atomic_write_json  # noqa: E402
-
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "results", "deadline_64")
+LOGS = os.path.join(ROOT, "logs", "deadline_64")
 STUDY_KEYS = {"parts": "parts_mobilenetv2", "shapes": "mobilenetv2",  # design draws: the frontier
               "parts_seed7": "parts_mobilenetv2", "shapes_seed5": "mobilenetv2"}  # fresh draws: the judgement
 JUDGED_DRAWS = {"parts_seed7": "embedded_parts_seed7", "shapes_seed5": "embedded_shapes_seed5"}
+TASKS = tuple(STUDY_KEYS)
 JUDGE_SEEDS = (0, 1, 2, 3, 4)
 # Full training's extra flags on the fresh draws, chosen on the design draws' validation accuracy before
 # any judging run (results/deadline_64/README.md, "The numbers and the choice": the zero head, +5.79 points)
-JUDGED_FULL_FLAGS: Optional[List[str]] = ["--head_init", "zeros"]
+JUDGED_FULL_FLAGS = ["--head_init", "zeros"]
 FRACTIONS = (0.4, 0.6, 0.8)
 SEEDS = (0, 1, 2)
 # (row name, flags): the issue's schemes; "50 %" is the original's rule (0.533, paper), as in the study
@@ -98,7 +100,8 @@ def full_seconds(out: str, task: str) -> float:
     done = finished(out, task)
     times = [done[f"full12_s{seed}"]["train_seconds"] for seed in SEEDS if f"full12_s{seed}" in done]
     if len(times) < len(SEEDS):
-        raise SystemExit("full training's 12-epoch runs have not all finished")
+        raise UserError(f"{task}'s table needs full training's 12-epoch runs (seeds {', '.join(map(str, SEEDS))}) "
+                        f"first: python scripts/study.py run deadline --task {task}")
     return float(np.mean(times))
 
 
@@ -122,7 +125,8 @@ def mean_std(values) -> str:
     return f"{100 * values.mean():.1f} ± {100 * values.std(ddof=1):.1f}" if len(values) > 1 else f"{100 * values[0]:.1f}"
 
 
-def table(out: str, task: str) -> None:
+def table(out: str, task: str, output: Optional[str] = None) -> None:
+    """The design draw's frontier table (`output`, default <out>/frontier_<task>.md) and its figure beside it."""
     done = finished(out, task)
     reference = full_seconds(out, task)
     full12 = [done[f"full12_s{seed}"] for seed in SEEDS]
@@ -157,17 +161,33 @@ def table(out: str, task: str) -> None:
                          f"{np.mean([run['median_step_ms'] for run in runs]):.0f} |")
         if means:
             readings.append(f"- {fraction:g}: {best_reading(means)}")
-    notes = os.path.join(out, task, "notes.md")  # what a reader must know that the numbers do not say
-    if os.path.exists(notes):
-        lines += ["", open(notes, encoding="utf-8").read().strip()]
+    lines += notes(out, task)
     lines += ["", "Best at each budget (highest mean; level: within one pooled standard deviation of it):",
-              *readings, "", f"Per-run records: results/deadline_64/{task}/runs/ (each run's summary.json).",
-              "", f"Made by `PYTHONPATH=. python experiments/deadline_64/frontier.py --task {task}` (then `--table`); "
-              f"the table at {commit()} on {host_name()}, {datetime.date.today()}. The runs' code:", *provenance(done)]
-    path = os.path.join(out, f"frontier_{task}.md")
+              *readings, "", *head_rule_lines(out), "",
+              f"Per-run records: results/deadline_64/{task}/runs/ (each run's summary.json).", "", made_by(task, done)]
+    path = output or os.path.join(out, f"frontier_{task}.md")
     publish_report("\n".join(lines), path, runs=None)
     figure(points, reference, 100 * float(np.mean([s["final_test_accuracy"] for s in full12])),
-           os.path.join(out, f"frontier_{task}.png"), task)
+           os.path.splitext(path)[0] + ".png", task)
+
+
+def notes(out: str, task: str) -> List[str]:
+    """<out>/<task>/notes.md, when it exists: what a reader must know that the numbers do not say."""
+    path = os.path.join(out, task, "notes.md")
+    return ["", open(path, encoding="utf-8").read().strip()] if os.path.exists(path) else []
+
+
+MOVED_FROM = {"95b56c3", "81fb673"}  # runs made while this plan was experiments/deadline_64/frontier.py
+
+
+def made_by(task: str, done: Dict[str, Dict]) -> str:
+    """The table's last lines: the commands, the table's commit, host and date, and the runs' code states."""
+    moved = sorted(MOVED_FROM & {run["provenance"]["code_commit"][:7] for run in done.values()})
+    return "\n".join([f"Made by `python scripts/study.py run deadline --task {task}` (then `table deadline --task "
+                      f"{task}`" + (f"; the runs at {' and '.join(moved)} ran the same plan as "
+                                    "experiments/deadline_64/frontier.py" if moved else "")
+                      + f"); the table at "
+                      f"{commit()} on {host_name()}, {datetime.date.today()}. The runs' code:", *provenance(done)])
 
 
 def provenance(done: Dict[str, Dict]) -> List[str]:
@@ -180,8 +200,10 @@ def provenance(done: Dict[str, Dict]) -> List[str]:
         kinds = sorted({re.sub(r"(_b[0-9.]+)?_s[0-9]+$", "", run["run_name"]) for run in runs})
         dates = sorted(run["provenance"]["date"][:10] for run in runs)
         hosts = sorted({run["provenance"]["host"] for run in runs})
+        dirty = sum(bool(run["provenance"].get("code_dirty")) for run in runs)
         lines.append(f"- {code}: {len(runs)} runs ({', '.join(kinds)}) on {', '.join(hosts)}, "
-                     f"{dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else ""))
+                     f"{dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
+                     + (f"; {dirty} from a work tree with changes (code_dirty)" if dirty else ""))
     return lines
 
 
@@ -217,10 +239,11 @@ HEAD_ROWS = ("full_training", "full_training zero head")
 DESIGN_TASKS = ("parts", "shapes")
 
 
-def head_rule(runs_by_task: Dict[str, Dict[str, Dict]], margin: float = 0.005) -> Tuple[Dict[str, Tuple[float, int]], str]:
+def head_rule(runs_by_task: Dict[str, Dict[str, Dict]],
+              margin: float = 0.005) -> Tuple[Dict[str, Tuple[float, int]], float, str]:
     """Each head's mean last-epoch validation accuracy over the design draws, budgets and seeds (and how many
-    runs it rests on), and the choice: the zero head only when its mean is higher by more than `margin`.
-    Refuses while a run of either row is missing: the rule reads every draw x budget x seed."""
+    runs it rests on), zero minus glorot, and the choice: the zero head only when it is higher by more than
+    `margin`. Refuses while a run of either row is missing: the rule reads every draw x budget x seed."""
     means = {}
     for row in HEAD_ROWS:
         values = []
@@ -229,11 +252,23 @@ def head_rule(runs_by_task: Dict[str, Dict[str, Dict]], margin: float = 0.005) -
                 for seed in SEEDS:
                     name = f"{slug(row)}_b{fraction:g}_s{seed}"
                     if name not in runs_by_task.get(task, {}):
-                        raise SystemExit(f"the head rule needs {task}'s run {name}, which has not finished")
+                        raise UserError(f"the head rule needs {task}'s run {name}, which has not finished")
                     values.append(runs_by_task[task][name]["history"][-1]["val_accuracy"])
         means[row] = (float(np.mean(values)), len(values))
-    zero_wins = means[HEAD_ROWS[1]][0] - means[HEAD_ROWS[0]][0] > margin
-    return means, ("--head_init zeros" if zero_wins else "the protocol's glorot head")
+    difference = means[HEAD_ROWS[1]][0] - means[HEAD_ROWS[0]][0]
+    return means, difference, ("--head_init zeros" if difference > margin else "the protocol's glorot head")
+
+
+def head_rule_lines(out: str) -> List[str]:
+    """The head rule read on the design draws' runs in `out`, for their tables (or why it waits)."""
+    try:
+        means, difference, choice = head_rule({task: finished(out, task) for task in DESIGN_TASKS})
+    except UserError as waiting:
+        return [f"Full training's head for the judgement: not read yet ({waiting})."]
+    read = "; ".join(f"{row} {100 * mean:.2f} % over {count} runs" for row, (mean, count) in means.items())
+    return [f"Full training's head for the judgement (README.md's rule; last-epoch validation accuracy over both "
+            f"design draws, every budget and seed): {read}; zero - glorot {100 * difference:+.2f} points, so the "
+            f"fresh draws' full training runs with {choice}."]
 
 
 # --- the judgement on fresh draws (part 3) ---
@@ -245,12 +280,7 @@ PAIRS = (("elastic_training 50 %", "full_training"), ("gain_stage_training 50 %"
 
 def scheme_flags(row: str, judged: bool) -> List[str]:
     flags = dict(SCHEMES)[row]
-    if judged and row == "full_training":
-        if JUDGED_FULL_FLAGS is None:
-            raise SystemExit("full training's setting at a deadline is not chosen yet: write the choice in "
-                             "results/deadline_64/README.md and set JUDGED_FULL_FLAGS first")
-        flags = flags + JUDGED_FULL_FLAGS
-    return flags
+    return flags + JUDGED_FULL_FLAGS if judged and row == "full_training" else flags
 
 
 def judge_references(task: str, log_root: str) -> List:
@@ -265,7 +295,8 @@ def judge_budgets(out: str, task: str) -> Dict[str, float]:
     times = {prefix: [done[f"{prefix}12_s{seed}"]["train_seconds"] for seed in JUDGE_SEEDS
                       if f"{prefix}12_s{seed}" in done] for prefix in ("full", "et50")}
     if any(len(values) < len(JUDGE_SEEDS) for values in times.values()):
-        raise SystemExit("the 12-epoch reference runs have not all finished")
+        raise UserError(f"{task}'s budgets need the 12-epoch reference runs of every seed first: "
+                        f"python scripts/study.py run deadline --task {task}")
     return {"et50": round(float(np.mean(times["et50"])), 1), "full0.6": round(0.6 * float(np.mean(times["full"])), 1)}
 
 
@@ -280,15 +311,53 @@ def judge_jobs(task: str, budgets: Dict[str, float], log_root: str) -> List:
     return jobs
 
 
-def judge_table(out: str, task: str) -> None:
+SELECTIVE = ("elastic_training 50 %", "gain_stage_training 50 %")
+GOAL_SHARE = 0.6  # the goal's clause reads every budget of at most this share of full training's 12-epoch time
+GOAL_MARGIN = -1.0  # ... where a selective scheme's paired interval against full training starts above this
+
+
+def goal_reading(shares: Dict[str, float], intervals: Dict[Tuple[str, str, str], Tuple[float, float, float]]) -> List[str]:
+    """Issue 64's clause on a fresh draw (results/deadline_64/README.md): at every budget of at most 0.6 of full
+    training's time, a selective scheme whose paired interval against full training has its lower end above -1.
+    `shares`: each budget's share of full training's 12-epoch time; `intervals`: (budget, first, second) ->
+    (mean, low, high) in points. One line per budget, then the clause's verdict on the draw."""
+    lines, held = [], []
+    for budget, share in shares.items():
+        passing = [row for row in SELECTIVE if (budget, row, "full_training") in intervals
+                   and intervals[(budget, row, "full_training")][1] > GOAL_MARGIN]
+        best = max((intervals[key][1] for key in intervals if key[0] == budget and key[2] == "full_training"),
+                   default=float("nan"))
+        if share > GOAL_SHARE + 0.005:
+            lines.append(f"- {budget} ({share:.2f} of full training's time): above {GOAL_SHARE:g}, outside the clause; "
+                         + (f"above {GOAL_MARGIN:g}: {', '.join(passing)}" if passing else
+                            f"no selective scheme's lower end above {GOAL_MARGIN:g} (best {best:+.1f})"))
+            continue
+        held.append(bool(passing))
+        lines.append(f"- {budget} ({share:.2f} of full training's time): " + (
+            f"met by {', '.join(passing)}" if passing else
+            f"not met: no selective scheme's lower end above {GOAL_MARGIN:g} (best {best:+.1f})"))
+    verdict = ("met" if held and all(held) else "not met" if held else "not read (no budget at 0.6 or less)")
+    return lines + [f"- On this draw the clause is **{verdict}**."]
+
+
+def judge_table(out: str, task: str, output: Optional[str] = None) -> None:
+    """The fresh draw's judgement (`output`, default <out>/judgement_<task>.md): each scheme at each budget, the
+    paired intervals and the goal's clause read."""
     from experiments.study_stats import paired_interval
 
     done, budgets = finished(out, task), judge_budgets(out, task)
+    full12 = float(np.mean([done[f"full12_s{seed}"]["train_seconds"] for seed in JUDGE_SEEDS]))
+    et12 = [done[f"et5012_s{seed}"] for seed in JUDGE_SEEDS]
+    references = [done[f"full12_s{seed}"] for seed in JUDGE_SEEDS]
     lines = [f"# Judgement at a deadline, fresh draw {task} (issue 64, part 3)", "",
              "Rule: results/deadline_64/README.md, committed before the first run. Final-epoch test accuracy (%), "
-             f"seeds {', '.join(map(str, JUDGE_SEEDS))}; paired differences by seed with 95 % t-intervals.", "",
+             f"seeds {', '.join(map(str, JUDGE_SEEDS))}; paired differences by seed with 95 % t-intervals. Full "
+             f"training runs with {' '.join(JUDGED_FULL_FLAGS)} (the design draws' rule).", "",
+             f"12 epochs (the budgets' measures): full training {full12:.1f} s, {mean_std([r['final_test_accuracy'] for r in references])} %; "
+             f"ElasticTrainer \"50 %\" {np.mean([r['train_seconds'] for r in et12]):.1f} s, "
+             f"{mean_std([r['final_test_accuracy'] for r in et12])} %.", "",
              "| budget | scheme | seeds | final test acc | spent share | epochs |", "|---|---|---:|---:|---:|---:|"]
-    verdicts = []
+    verdicts, intervals = [], {}
     for budget, seconds in budgets.items():
         accuracy = {}
         for row in JUDGED:
@@ -305,49 +374,34 @@ def judge_table(out: str, task: str) -> None:
             if first in accuracy and second in accuracy:
                 seeds = sorted(set(accuracy[first]) & set(accuracy[second]))
                 mean, low, high = paired_interval([100 * (accuracy[first][s] - accuracy[second][s]) for s in seeds])
+                intervals[(budget, first, second)] = (mean, low, high)
                 verdicts.append(f"- {budget}: {first} − {second}: {mean:+.1f} [{low:+.1f}, {high:+.1f}] "
                                 f"({len(seeds)} seeds)")
+    goal = goal_reading({budget: seconds / full12 for budget, seconds in budgets.items()}, intervals)
+    lines += notes(out, task)
     lines += ["", "Paired differences (points):", *verdicts, "",
-              f"Made by `PYTHONPATH=. python experiments/deadline_64/frontier.py --task {task}` (then `--table`); "
-              f"the table at {commit()} on {host_name()}, {datetime.date.today()}. The runs' code:", *provenance(done)]
-    publish_report("\n".join(lines), os.path.join(out, f"judgement_{task}.md"), runs=None)
+              f"The goal's clause (a selective scheme's paired lower end above {GOAL_MARGIN:g} against full training at "
+              f"every budget of {GOAL_SHARE:g} of its time or less):", *goal, "",
+              f"Per-run records: results/deadline_64/{task}/runs/ (each run's summary.json).", "", made_by(task, done)]
+    publish_report("\n".join(lines), output or os.path.join(out, f"judgement_{task}.md"), runs=None)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", choices=sorted(STUDY_KEYS), help="required unless --head_rule")
-    parser.add_argument("--out", default=os.path.join(ROOT, "results", "deadline_64"))
-    parser.add_argument("--log_root", default=os.path.join(ROOT, "logs", "deadline_64"))
-    parser.add_argument("--dry_run", action="store_true")
-    parser.add_argument("--table", action="store_true")
-    parser.add_argument("--head_rule", action="store_true",
-                        help="print the rule's numbers for full training's head in part 3 (both design draws)")
-    args = parser.parse_args()
-    if args.head_rule:
-        means, choice = head_rule({task: finished(args.out, task) for task in DESIGN_TASKS})
-        for row, (mean, count) in means.items():
-            print(f"{row}: mean last-epoch validation accuracy {100 * mean:.2f} % over {count} runs")
-        print(f"zero - glorot: {100 * (means[HEAD_ROWS[1]][0] - means[HEAD_ROWS[0]][0]):+.2f} points; choice: {choice}")
+def run_plan(task: str, dry_run: bool = False, out: Optional[str] = None, log_root: Optional[str] = None) -> None:
+    """Train the plan's runs on `task` that have no summary in <out>/<task>/runs/ yet: the 12-epoch references
+    first, then the budget runs (their budgets come from the references, so a dry run shows only those)."""
+    out, log_root = out or RESULTS, os.path.join(log_root or LOGS, task)
+    if task in JUDGED_DRAWS:
+        train(judge_references(task, log_root), out, task, log_root, dry_run)
+        if not dry_run:
+            train(judge_jobs(task, judge_budgets(out, task), log_root), out, task, log_root, False)
         return
-    if args.task is None:
-        parser.error("--task is required (unless --head_rule)")
-    judging = args.task in JUDGED_DRAWS
-    if args.table:
-        return (judge_table if judging else table)(args.out, args.task)
-    log_root = os.path.join(args.log_root, args.task)
-    if judging:
-        train(judge_references(args.task, log_root), args.out, args.task, log_root, args.dry_run)
-        if not args.dry_run:
-            train(judge_jobs(args.task, judge_budgets(args.out, args.task), log_root), args.out, args.task, log_root,
-                  False)
-        return
-    reference = [(f"full12_s{seed}", base_flags(args.task, seed, log_root, f"full12_s{seed}") +
+    reference = [(f"full12_s{seed}", base_flags(task, seed, log_root, f"full12_s{seed}") +
                   ["--train_type", "full_training"]) for seed in SEEDS]
-    train(reference, args.out, args.task, log_root, args.dry_run)
-    if args.dry_run:
-        return
-    train(budget_jobs(args.task, full_seconds(args.out, args.task), log_root), args.out, args.task, log_root, False)
+    train(reference, out, task, log_root, dry_run)
+    if not dry_run:
+        train(budget_jobs(task, full_seconds(out, task), log_root), out, task, log_root, False)
 
 
-if __name__ == "__main__":
-    main()
+def write_table(task: str, output: Optional[str] = None, out: Optional[str] = None) -> None:
+    """The plan's table on `task`: the frontier on a design draw, the judgement on a fresh one."""
+    (judge_table if task in JUDGED_DRAWS else table)(out or RESULTS, task, output)
