@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from bench import publish_report
-from experiments import study_plans
+from experiments import study_plans, study_stats
 from experiments.runner import train_all
 from experiments.sharding import host_name
 from utils import UserError, atomic_write_json
@@ -121,8 +121,8 @@ def commit() -> str:
 
 
 def mean_std(values) -> str:
-    values = np.array(values, float)
-    return f"{100 * values.mean():.1f} ± {100 * values.std(ddof=1):.1f}" if len(values) > 1 else f"{100 * values[0]:.1f}"
+    """`mean ± std` of accuracies in percent (the study tables' statistics)."""
+    return study_stats.plus_minus(study_stats.mean_std(values), 100)
 
 
 def table(out: str, task: str, output: Optional[str] = None) -> None:
@@ -343,8 +343,6 @@ def goal_reading(shares: Dict[str, float], intervals: Dict[Tuple[str, str, str],
 def judge_table(out: str, task: str, output: Optional[str] = None) -> None:
     """The fresh draw's judgement (`output`, default <out>/judgement_<task>.md): each scheme at each budget, the
     paired intervals and the goal's clause read."""
-    from experiments.study_stats import paired_interval
-
     done, budgets = finished(out, task), judge_budgets(out, task)
     full12 = float(np.mean([done[f"full12_s{seed}"]["train_seconds"] for seed in JUDGE_SEEDS]))
     et12 = [done[f"et5012_s{seed}"] for seed in JUDGE_SEEDS]
@@ -373,7 +371,8 @@ def judge_table(out: str, task: str, output: Optional[str] = None) -> None:
         for first, second in PAIRS:
             if first in accuracy and second in accuracy:
                 seeds = sorted(set(accuracy[first]) & set(accuracy[second]))
-                mean, low, high = paired_interval([100 * (accuracy[first][s] - accuracy[second][s]) for s in seeds])
+                differences = [100 * (accuracy[first][s] - accuracy[second][s]) for s in seeds]
+                mean, low, high = study_stats.paired_interval(differences)
                 intervals[(budget, first, second)] = (mean, low, high)
                 verdicts.append(f"- {budget}: {first} − {second}: {mean:+.1f} [{low:+.1f}, {high:+.1f}] "
                                 f"({len(seeds)} seeds)")
