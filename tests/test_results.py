@@ -57,3 +57,19 @@ def test_a_table_without_records_or_naming_a_missing_file_is_caught(tmp_path):
     assert "bare.md names no per-run records" in problems[0]
     assert "named.md names files that are not committed: ['results/gone.json']" in problems[1]
     assert unresolved(str(tmp_path), {"bare.md"}) == problems[1:]
+
+
+def test_the_readmes_results_table_is_the_one_its_per_run_records_make(tmp_path, monkeypatch):
+    """README "Results": every row is what experiments/readme_results.py computes from the frontier
+    plan's committed runs.csv files, and results/study/readme_results.md is that output."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(ROOT)
+    from experiments import readme_results
+
+    made = tmp_path / "table.md"
+    readme_results.main(str(made))
+    rows = [line for line in made.read_text().splitlines() if line.startswith("| ") and "scheme" not in line]
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    assert len(rows) == 7
+    assert all(row in readme for row in rows), [row for row in rows if row not in readme]
+    assert made.read_text() == open(os.path.join(ROOT, "results", "study", "readme_results.md")).read()
