@@ -39,8 +39,7 @@ from utils import UserError, atomic_write_json, atomic_write_text, positive_int,
 
 
 # Rounds of every calibration step before timing: a new process's first few dozen steps run
-# 10-25 % slower (measured on MobileNetV2 64 px: head / path / full 48.9 / 124 / 153 ms in the
-# first 20 timed rounds after 2 warm-up calls, 38-41 / 109-117 / 133-138 ms later).
+# 10-25 % slower (docs/benchmarks/profiler.md).
 WARM_UP_ROUNDS = 10
 CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
 CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit

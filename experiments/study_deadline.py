@@ -28,11 +28,10 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from bench import publish_report
 from experiments import study_plans, study_stats
 from experiments.runner import train_all
 from experiments.sharding import host_name
-from utils import UserError, atomic_write_json
+from utils import UserError, atomic_write_json, atomic_write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results", "deadline_64")
@@ -120,6 +119,13 @@ def commit() -> str:
     return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
+def publish(lines: List[str], path: str) -> None:
+    """Print a table's lines and write them to `path` (atomically, one final newline)."""
+    text = "\n".join(lines).rstrip("\n")
+    print(text)
+    atomic_write_text(path, text + "\n")
+
+
 def mean_std(values) -> str:
     """`mean ± std` of accuracies in percent (the study tables' statistics)."""
     return study_stats.plus_minus(study_stats.mean_std(values), 100)
@@ -166,7 +172,7 @@ def table(out: str, task: str, output: Optional[str] = None) -> None:
               *readings, "", *head_rule_lines(out), "",
               f"Per-run records: results/deadline_64/{task}/runs/ (each run's summary.json).", "", made_by(task, done)]
     path = output or os.path.join(out, f"frontier_{task}.md")
-    publish_report("\n".join(lines), path, runs=None)
+    publish(lines, path)
     figure(points, reference, 100 * float(np.mean([s["final_test_accuracy"] for s in full12])),
            os.path.splitext(path)[0] + ".png", task)
 
@@ -382,7 +388,7 @@ def judge_table(out: str, task: str, output: Optional[str] = None) -> None:
               f"The goal's clause (a selective scheme's paired lower end above {GOAL_MARGIN:g} against full training at "
               f"every budget of {GOAL_SHARE:g} of its time or less):", *goal, "",
               f"Per-run records: results/deadline_64/{task}/runs/ (each run's summary.json).", "", made_by(task, done)]
-    publish_report("\n".join(lines), output or os.path.join(out, f"judgement_{task}.md"), runs=None)
+    publish(lines, output or os.path.join(out, f"judgement_{task}.md"))
 
 
 def run_plan(task: str, dry_run: bool = False, out: Optional[str] = None, log_root: Optional[str] = None) -> None:

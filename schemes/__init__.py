@@ -12,13 +12,9 @@ import importlib
 import pkgutil
 from typing import Dict
 
-from schemes.base import (NORMALIZATION_LAYERS, REGISTRY, BudgetedScheme, Context, Scheme, bias_mask, bn_plus_bias_mask,
-                          classifier_mask, kernels)
-from schemes.baselines import PRUNE_PENALTY, BlockRange, BNPlusBias, FullTraining, PruneTraining, StaticTop, TraditionalTL
-from schemes.tinytl import TinyTLBias, TinyTLLiteResidual
-from schemes.filtering import GradientFilterTraining
-from schemes.sparse_update import SparseUpdate
-from schemes.elastic import ElasticGradMagnitude, ElasticTraining, ElasticWeightMagnitude
+from schemes.base import REGISTRY, Context, Scheme, classifier_mask, kernels
+from schemes.baselines import PRUNE_PENALTY, BlockRange
+from schemes.elastic import ElasticTraining
 from schemes.probe import ImportanceProbe, normalized
 from schemes.time_budget import StepTimeController
 
@@ -33,8 +29,5 @@ LISTED = ("full_training", "traditional_tl_training", "bn_plus_bias_training", "
           "elastic_training_grad_magnitude")
 SCHEMES: Dict[str, type] = {**{name: REGISTRY[name] for name in LISTED if name in REGISTRY}, **REGISTRY}
 
-__all__ = ["SCHEMES", "NORMALIZATION_LAYERS", "PRUNE_PENALTY", "BudgetedScheme", "Context", "Scheme",
-           "StepTimeController", "ImportanceProbe", "normalized", "classifier_mask", "bn_plus_bias_mask", "bias_mask",
-           "kernels", "FullTraining", "TraditionalTL", "BNPlusBias", "PruneTraining", "StaticTop", "BlockRange",
-           "TinyTLBias", "TinyTLLiteResidual", "GradientFilterTraining", "SparseUpdate", "ElasticTraining",
-           "ElasticWeightMagnitude", "ElasticGradMagnitude"]
+__all__ = ["SCHEMES", "Context", "Scheme", "classifier_mask", "kernels", "PRUNE_PENALTY", "BlockRange", "ElasticTraining",
+           "ImportanceProbe", "normalized", "StepTimeController"]

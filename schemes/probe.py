@@ -225,8 +225,8 @@ class ImportanceProbe:
         optimizer step on their mean gradient, g1 the mean gradient of the `scored` batches after
         it. loss_change pairs each update batch with one scored batch and averages the products,
         so the product of two single-batch noises never averages out; here both sides are means
-        first (gain_stage_training's look: on the study's design draws, 3 + 3 batches named the stage
-        the stage-alone runs gain most in on 19 run seeds of 20, paired ones on 14). State restored
+        first (gain_stage_training's look; how often each way names the right stage:
+        docs/notebook/regime_and_depth.md). State restored
         after (one save, where loss_change saves once a pair); the same gradient calls as
         loss_change on as many pairs."""
         weights = self.model.trainable_weights

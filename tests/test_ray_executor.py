@@ -278,11 +278,7 @@ def test_a_killed_node_s_run_finishes_elsewhere_from_its_checkpoint_and_a_failin
 def test_study_and_figures_send_their_runs_with_what_each_node_needs(tmp_path, monkeypatch):
     """The drivers' side of --executor ray: every pending run, the profile each node must measure
     for a run that needs one (measured there, not here), and the backbone the runs start from."""
-    import sys
-
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import study
-    from experiments import figures, study_plans
+    from experiments import figures, study, study_plans
 
     sent = []
     monkeypatch.setattr(ray_executor, "train_all_ray",

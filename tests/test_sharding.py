@@ -6,15 +6,11 @@ import json
 import os
 import random
 import shutil
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import study  # noqa: E402
-from experiments import sharding, study_plans  # noqa: E402
-from utils import UserError  # noqa: E402
+from experiments import sharding, study, study_plans
+from utils import UserError
 
 
 @pytest.mark.parametrize("text, expected", [("1/3", (1, 3)), (" 3 / 3 ", (3, 3)), ("1/1", (1, 1))])

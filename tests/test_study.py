@@ -12,9 +12,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))  # the study's command line, scripts/study.py
-import study  # noqa: E402
-from experiments import study_depth, study_plans, study_table  # noqa: E402
+from experiments import study, study_depth, study_plans, study_table  # noqa: E402  (study: scripts/study.py's)
 from utils import UserError  # noqa: E402
 
 
