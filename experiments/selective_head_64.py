@@ -50,7 +50,7 @@ def table():
             got = [runs[f"{plan.slug(row)}_s{seed}"] for seed in plan.SEEDS if f"{plan.slug(row)}_s{seed}" in runs]
             pooled[row] += [run["history"][-1]["val_accuracy"] for run in got]
             if got:
-                shares = [run["deadline"]["share"] for run in got]
+                shares = [run["deadline"]["spent_share"] for run in got]
                 lines.append(f"| {task} | {row} | {len(got)} | "
                              f"{plus_minus(mean_std([r['history'][-1]['val_accuracy'] for r in got]), 100)} | "
                              f"{plus_minus(mean_std([r['final_test_accuracy'] for r in got]), 100)} | "
