@@ -156,7 +156,7 @@ def model_and_data_flags(flag) -> None:
     flag("--batch_size", type=positive_int, default=4, metavar="N", help="training batch size")
     flag("--num_classes", type=positive_int, default=None, metavar="N", help="classifier size (default: the dataset's)")
     flag("--weights", default="imagenet", metavar="W", help="initial weights: imagenet, none or a .h5 saved by --save_model")
-    flag("--head_init", default="glorot", choices=models.HEAD_INITS, help="a fresh classifier's initial weights")
+    flag("--head_init", default="glorot", choices=models.HEAD_INITS, help="a fresh classifier's initial weights (gain_stage_training refuses zeros)")
     flag("--bn_mode", default="frozen", choices=models.BN_MODES,
          help="backbone BatchNorm: frozen (inference statistics) or train (batch statistics)")
     flag("--gf_radius", "--gradient_filter", type=int, default=None, metavar="R",

@@ -162,6 +162,11 @@ class GainStageTraining(PeriodicSelection):
         if not blocks(model):
             raise UserError(f"gain_stage_training trains ranges of convolutional blocks, and {model.name} has none; "
                             f"use elastic_training")
+        kernels = [w for w, head in zip(model.trainable_weights, classifier_mask(model)) if head and len(w.shape) > 1]
+        if kernels and not any(np.any(kernel.numpy()) for kernel in kernels):
+            raise UserError("gain_stage_training's look scores each stage by one update through the classifier, and "
+                            "this classifier starts at zero (--head_init zeros), so no update reaches the backbone "
+                            "and the look would read rounding noise; drop --head_init zeros")
 
     @classmethod
     def look_batches(cls, config) -> int:

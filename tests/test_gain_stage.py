@@ -416,6 +416,31 @@ def test_a_model_without_convolutional_blocks_is_refused():
         GainStageTraining.check(model, config(train_type=TRAIN_TYPE))
 
 
+def test_with_a_zero_classifier_the_look_reads_nothing_and_the_scheme_is_refused():
+    """Why --head_init zeros is refused: the look's one update goes through the classifier, whose zero
+    kernel passes the backbone no gradient, so every stage's sum is rounding noise (the glorot head's
+    are 0.014 and -0.503, test_the_look_on_the_tiny_model_names_the_stem_by_its_held_out_loss_change)."""
+    scheme = scheme_of(rho=0.6, scheme_options={"look_batches": 3})
+    kernel = scheme.context.model.get_layer("classifier").kernel
+    kernel.assign(tf.zeros_like(kernel))
+    scheme.reselect(0)
+    assert max(abs(value) for value in scheme.sums) < 1e-6
+    with pytest.raises(UserError, match="starts at zero .--head_init zeros.*drop --head_init zeros"):
+        GainStageTraining.check(scheme.context.model, config(train_type=TRAIN_TYPE))
+    kernel.assign(tf.ones_like(kernel))
+    GainStageTraining.check(scheme.context.model, config(train_type=TRAIN_TYPE))  # any other classifier passes
+
+
+def test_gain_stage_with_a_zero_head_is_refused_by_main_in_one_line(workdir, tfds_dir, capsys):
+    from conftest import run_main
+    logdir = os.path.join(workdir, "logs_zero_head")
+    assert run_main(workdir, tfds_dir, "--train_type", TRAIN_TYPE, "--head_init", "zeros", "--rho", "0.7",
+                    "--rho_mode", "exact", "--logdir", logdir) == 2
+    error = capsys.readouterr().err
+    assert "drop --head_init zeros" in error and "Traceback" not in error
+    assert os.listdir(logdir) == []  # no file, no run folder
+
+
 def test_a_look_longer_than_the_validation_split_is_refused_before_anything_is_written(workdir, tfds_dir, capsys):
     from conftest import run_main
     logdir = os.path.join(workdir, "logs_long_look")  # embedded_shapes: 1 280 validation images, 20 batches of 64
