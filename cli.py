@@ -27,7 +27,7 @@ from run_outputs import unique_run_name
 from schemes import SCHEMES
 from schemes.probe import PROBE_MODES
 from train_step import OPTIMIZERS
-from utils import UserError, ensure_writable_dir, positive_int, read_json, str2bool
+from utils import HelpFormatter, UserError, ensure_writable_dir, positive_int, read_json, str2bool
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -118,19 +118,6 @@ def build_parser() -> argparse.ArgumentParser:
     output_flags(parser.add_argument_group("outputs, checkpoints and replays").add_argument)
     scheme_flags(parser)
     return parser
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """One flag a line or two: a 100-column page, and a default shown only where it says something
-    (not None, not off, not already in the help)."""
-
-    def __init__(self, prog: str):
-        super().__init__(prog, max_help_position=30, width=100)
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        if action.default is None or action.default is False or "default" in (action.help or ""):
-            return action.help
-        return super()._get_help_string(action)
 
 
 class Shown(tuple):

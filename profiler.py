@@ -35,7 +35,7 @@ from train_step import (StepCache, TrainStep, eager_gradients, forward_function,
 from measure import (allocator_device, allocator_mb, MB, reset_peak, round_medians, typical_ms, wall_time_samples,
                      wall_times_ms)
 from schemes.probe import break_even_calls, free_batch_gradients, micro_batched_gradients, PROBE_COST_KEYS
-from utils import UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
+from utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
 
 # Rounds of every calibration step before timing: a new process's first few dozen steps run
@@ -591,7 +591,7 @@ def plot_profile(profile: Dict, path: str) -> None:
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Measure per-tensor training times (t_dw, t_dy) of a model on this device.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument("--model_name", default="resnet50", choices=list(models.MODELS),
                         help="model to profile (the registry of main.py)")
     parser.add_argument("--keras_application", default=None, metavar="NAME",

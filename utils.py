@@ -97,6 +97,19 @@ def prepare_tensorflow_environment() -> None:
         lambda record: "triggered tf.function retracing" not in record.getMessage())
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """One flag a line or two: a 100-column page, and a default shown only where it says something
+    (not None, not off, not already in the help)."""
+
+    def __init__(self, prog: str):
+        super().__init__(prog, max_help_position=30, width=100)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None or action.default is False or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def run_cli(main: Callable[[Optional[Sequence[str]]], int], argv: Optional[Sequence[str]] = None) -> int:
     """Run a CLI `main(argv)`, turning user errors into one readable line and exit code 2."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")

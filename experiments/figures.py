@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from experiments import sharding
 from experiments.runner import add_distribution_flags, check_main_arguments, distribution, train_all
 from experiments.study_plans import PROTOCOLS
-from utils import UserError, atomic_write_text, run_cli
+from utils import HelpFormatter, UserError, atomic_write_text, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -533,7 +533,7 @@ def claims_table(proxy: bool, logdir: Optional[str], output: Optional[str] = Non
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument("action", choices=["run", "table", "list"],
                         help="run: train a figure's missing runs and draw it; table: claims table of "
                              "the finished runs; list: the figures")

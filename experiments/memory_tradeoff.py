@@ -26,7 +26,7 @@ from experiments.runner import ROOT, train_all
 from experiments.study_plans import PROTOCOLS, profiler_arguments, protocol_flags, require_backbone
 from experiments.study_stats import mean_std, paired_interval, plus_minus
 from experiments.study_table import provenance_note
-from utils import UserError, atomic_write_json, read_json
+from utils import HelpFormatter, UserError, atomic_write_json, read_json
 
 STUDY = "parts_mobilenetv2"
 INPUT_SIZE = 128
@@ -189,7 +189,7 @@ def paired(summaries: Dict, seeds: Sequence[int]) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()),
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument("action", choices=["run", "table"], help="run: train what is missing; table: summarise")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of every configuration")
     parser.add_argument("--configs", nargs="+", choices=[config_name(*config) for config in CONFIGS], metavar="NAME",

@@ -32,7 +32,7 @@ from experiments.study_deadline import JUDGED_DRAWS as DEADLINE_DRAWS, TASKS as 
 from experiments.study_plans import (FRONTIER_COMPARED, JUDGEMENT_DRAWS, JUDGEMENT_SEEDS, PLANS, PROTOCOLS,
                                      REGIME_BLOCK_RANGES, TASKS, Run, plan_runs, profiler_arguments, plan_protocol,
                                      require_backbone, study_key, task_name, validation_flags)
-from utils import UserError, atomic_write_json, atomic_write_text
+from utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -272,7 +272,7 @@ def run_study(plan: str, model_name: str, seeds: Sequence[int], dry_run: bool,
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument("action", choices=["run", "table"],
                         help="run: train the runs that have no result yet; table: summarise results")
     candidates = [scheme for scheme in dict.fromkeys(scheme for scheme, _, _ in FRONTIER_COMPARED)

@@ -91,7 +91,8 @@ def train(jobs, out: str, task: str, log_root: str, dry_run: bool) -> None:
         summary["wall_seconds"] = seconds
         atomic_write_json(os.path.join(runs_dir(out, task), name + ".json"), summary)
 
-    os.makedirs(runs_dir(out, task), exist_ok=True)
+    if not dry_run:  # a dry run writes nothing
+        os.makedirs(runs_dir(out, task), exist_ok=True)
     train_all(pending, log_root, dry_run, keep)
 
 

@@ -937,6 +937,7 @@ def test_study_runs_and_tables_the_deadline_plan_on_a_fresh_draw(tmp_path, monke
     monkeypatch.setattr(deadline, "RESULTS", str(tmp_path / "results"))
     monkeypatch.setattr(deadline, "LOGS", str(tmp_path / "logs"))
     assert study.main(["run", "deadline", "--task", "parts_seed7", "--dry_run"]) == 0
+    assert not (tmp_path / "results").exists()  # a dry run writes nothing
     printed = capsys.readouterr().out
     assert printed.count("--train_type full_training --head_init zeros") == 5  # the rule's setting, 5 seeds
     assert printed.count("--train_type elastic_training --rho 0.533 --rho_mode paper") == 5
@@ -984,3 +985,17 @@ def test_study_runs_and_tables_the_deadline_plan_on_a_fresh_draw(tmp_path, monke
 def test_the_deadline_plan_refuses_what_it_cannot_do_in_one_line(argv, message):
     with pytest.raises(UserError, match=message):
         study.main(argv)
+
+
+@pytest.mark.parametrize("module, argv", [("experiments.study", ["run", "frontier", "--help"]),
+                                          ("experiments.figures", ["run", "--help"]),
+                                          ("experiments.memory_tradeoff", ["run", "--help"]),
+                                          ("profiler", ["--help"])])
+def test_the_study_and_profiler_commands_show_a_default_only_where_there_is_one(module, argv, capsys):
+    import importlib
+
+    command = importlib.import_module(module)
+    with pytest.raises(SystemExit):
+        (command.parse_args if hasattr(command, "parse_args") else command.main)(argv)
+    shown = capsys.readouterr().out
+    assert "--help" in shown and "default: None" not in shown and "default: False" not in shown
