@@ -18,8 +18,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 import selection_solver_DP as solver
-from measure import compile_seconds
 from profile_tables import backward_tables
+from run_summary import compile_seconds
 from utils import UserError
 
 UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}

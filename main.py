@@ -45,14 +45,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for gpu in tf.config.list_physical_devices("GPU"):
         tf.config.experimental.set_memory_growth(gpu, True)
     config = resolve_config(args)
+    command = checkpoints.resume_command(typed, config.run_name)
+    origin = provenance(typed, config.weights)  # this session's start
     if args.resume:
         finished = checkpoints.check_resumable(config)
         if finished is not None:
             print(f"run {config.run_name} has already finished; nothing to resume")
             report(finished, None)
             return 0
-    command = checkpoints.resume_command(typed, config.run_name)
-    origin = provenance(typed, config.weights)  # this session's start
     tf.keras.utils.set_random_seed(config.seed)
     model = models.build_model(config.model_name, config.num_classes, config.input_size, config.weights,
                                config.bn_mode, config.gradient_filter, SCHEMES[config.train_type].lite_residual,
@@ -84,7 +84,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         summary["config"]["step_plan"] = summary["deadline"]["plan"]
     summary["startup_parts"] = {**startup.parts, "loop": summary["loop_setup_seconds"]}  # this session's
     summary["provenance"] = origin
-    report(summary, outputs.summary(summary, config.save_txt))
+    text_path = outputs.summary(summary, config.save_txt)
+    report(summary, text_path)
     checkpoints.discard(outputs.run_dir)
     outputs.discard_best_validation()
     return 0

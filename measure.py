@@ -138,6 +138,10 @@ class AllocatorPhases:
                 latest["measured_mb"] = max(latest.get("measured_mb", 0.0), peak)
         reset_peak()
 
+    def run_peaks(self) -> Dict[str, Optional[float]]:
+        """The run's peak (MB) in every phase, None in one the allocator saw no peak in."""
+        return {phase: self.peaks.get(phase) for phase in MEMORY_PHASES}
+
     @contextlib.contextmanager
     def phase(self, name: Optional[str]):
         """The steps before it count as "step"; the block's own peak as `name` (None: nowhere)."""
@@ -151,10 +155,3 @@ def peak_memory_mb() -> float:
     import resource  # POSIX only
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
-
-
-def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:
-    """Time the first calls of new selections' steps took beyond an ordinary step (tracing and
-    compiling), in seconds."""
-    typical = float(np.median(step_ms)) if len(step_ms) else 0.0
-    return sum(max(0.0, first - typical) for first in first_call_ms) / 1000

@@ -9,11 +9,16 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from config import TrainConfig
-from measure import MEMORY_PHASES, compile_seconds
-from schemes import SCHEMES
 from utils import overhead_share
 
 OVERHEAD_HINT_SHARE = 0.15  # above this share of probes and compiles, the summary suggests a longer --interval
+
+
+def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:
+    """Time the first calls of new selections' steps took beyond an ordinary step (tracing and
+    compiling), in seconds."""
+    typical = float(np.median(step_ms)) if len(step_ms) else 0.0
+    return sum(max(0.0, first - typical) for first in first_call_ms) / 1000
 
 
 def epoch_energy(totals: Dict) -> Dict[str, float]:
@@ -70,14 +75,14 @@ def energy_summary(history: Sequence[Dict], meter) -> Dict:
             "joules_per_step": joules / max(steps, 1), "energy_epochs_metered": len(metered)}
 
 
-def memory_summary(config: TrainConfig, state) -> Dict:
-    """The allocator's peaks (MB) per phase over the run, and under a memory budget the predicted
-    and measured step peak of every selection; None where the allocator kept no statistics."""
-    peaks = {f"measured_{phase}_peak_mb": state.memory_peaks.get(phase) for phase in MEMORY_PHASES}
-    predicted = [entry["predicted_mb"] for entry in state.memory_selections]
-    return {"memory_budget_mb": config.memory_budget_mb or None, **peaks,
+def memory_summary(config: TrainConfig, peaks: Dict[str, Optional[float]], selections: Sequence[Dict]) -> Dict:
+    """The allocator's `peaks` (MB per phase over the run; None where it kept no statistics), and
+    under a memory budget the predicted and measured step peak of every selection."""
+    predicted = [entry["predicted_mb"] for entry in selections]
+    return {"memory_budget_mb": config.memory_budget_mb or None,
+            **{f"measured_{phase}_peak_mb": peak for phase, peak in peaks.items()},
             "predicted_step_peak_mb": max(predicted) if predicted else None,
-            "memory_selections": list(state.memory_selections)}
+            "memory_selections": list(selections)}
 
 
 def mixed_reference(parts: Sequence[Tuple[Dict[str, float], float]]) -> Dict[str, float]:
@@ -93,20 +98,20 @@ def mixed_reference(parts: Sequence[Tuple[Dict[str, float], float]]) -> Dict[str
             "reference_seconds": sum(part["reference_seconds"] for part, _ in parts)}
 
 
-def summarize(config: TrainConfig, profile: Optional[Dict], best_accuracy: Optional[float], train_seconds: float,
-              selection_seconds: Sequence[float], step_ms: Sequence[float], compile_s: float = 0.0,
-              evaluation_seconds: float = 0.0, history: Sequence[Dict] = (),
+def summarize(config: TrainConfig, scheme, profile: Optional[Dict], best_accuracy: Optional[float],
+              train_seconds: float, selection_seconds: Sequence[float], step_ms: Sequence[float],
+              compile_s: float = 0.0, evaluation_seconds: float = 0.0, history: Sequence[Dict] = (),
               reference: Optional[Dict[str, float]] = None, final_test: Optional[Dict] = None,
               median_ms: Optional[float] = None) -> Dict:
     """The run's summary: accuracy, wall time and where it went, and step time relative to a
     full step (the profile's, and one measured live at the end of the run when `reference`).
     Test accuracies come from the epochs' history (test_every_epoch) or from `final_test`
     (Loop.final_evaluation); `best_accuracy` (over epochs) is None without per-epoch tests.
+    `scheme`: the run's (schemes.Scheme), for its target and whether its step is a full one.
     `median_ms`: the run's typical step (Scheme.typical_step_ms), by default the steps' median."""
     if median_ms is None:
         median_ms = float(np.median(step_ms)) if len(step_ms) else float("nan")
     full_ms = float(profile["T_full_ms"]) if profile else float("nan")
-    scheme = SCHEMES[config.train_type]
     target = scheme.step_ratio_target(config)
     reference = dict(reference or {})
     if "reference_full_step_ms" in reference:  # final selection vs full, timed together

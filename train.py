@@ -20,9 +20,9 @@ from deadline import RunDeadline
 from energy import Meter
 from run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
-from measure import AllocatorPhases, compile_seconds, measure_reference, reset_peak
+from measure import AllocatorPhases, measure_reference, reset_peak
 from run_control import RunInterrupted, StopRequest, Stopwatch, TrainingDiverged
-from run_summary import (energy_summary, epoch_energy, epoch_scalars, history_entry, memory_summary,
+from run_summary import (compile_seconds, energy_summary, epoch_energy, epoch_scalars, history_entry, memory_summary,
                          mixed_reference, selected_epoch, summarize)
 from train_step import StepCache, make_evaluator, make_optimizer
 from utils import FirstBatches, at_chance
@@ -419,7 +419,7 @@ class Loop:
         if config.reference_steps and not all(mask.all() for mask, _ in mix):
             reference = mixed_reference([(measure_reference(self.steps, self.setup.optimizer, mask, batch,
                                                             config.reference_steps), share) for mask, share in mix])
-        summary = summarize(config, self.profile, state.best_accuracy if config.test_every_epoch else None,
+        summary = summarize(config, scheme, self.profile, state.best_accuracy if config.test_every_epoch else None,
                             state.train_seconds, state.selection_seconds,
                             state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
                             state.evaluation_seconds, state.history, reference, self.final_test,
@@ -431,5 +431,5 @@ class Loop:
                        first_call_ms=list(state.first_call_ms), **energy_summary(state.history, self.meter),
                        **scheme.facts,
                        **({"deadline": self.deadline.facts()} if self.deadline is not None else {}),
-                       **memory_summary(config, state))
+                       **memory_summary(config, self.memory.run_peaks(), state.memory_selections))
         return summary

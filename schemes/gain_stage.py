@@ -22,7 +22,7 @@ import tensorflow as tf
 import data
 import selection_solver_DP as solver
 from models.blocks import blocks, resolution_stages
-from schemes.base import Context, bn_plus_bias_mask, classifier_mask
+from schemes.base import Context, bn_plus_bias_mask, classifier_mask, kernels
 from schemes.probe import PeriodicSelection, normalized
 from schemes.time_budget import StepTimeController
 from utils import UserError
@@ -162,8 +162,9 @@ class GainStageTraining(PeriodicSelection):
         if not blocks(model):
             raise UserError(f"gain_stage_training trains ranges of convolutional blocks, and {model.name} has none; "
                             f"use elastic_training")
-        kernels = [w for w, head in zip(model.trainable_weights, classifier_mask(model)) if head and len(w.shape) > 1]
-        if kernels and not any(np.any(kernel.numpy()) for kernel in kernels):
+        head = {id(w) for w, in_head in zip(model.trainable_weights, classifier_mask(model)) if in_head}
+        head_kernels = [kernel for kernel in kernels(model) if id(kernel) in head]
+        if head_kernels and not any(np.any(kernel.numpy()) for kernel in head_kernels):
             raise UserError("gain_stage_training's look scores each stage by one update through the classifier, and "
                             "this classifier starts at zero (--head_init zeros), so no update reaches the backbone "
                             "and the look would read rounding noise; drop --head_init zeros")

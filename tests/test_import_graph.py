@@ -128,6 +128,24 @@ def test_no_import_circles():
     assert circles(graph()) == []
 
 
+def test_the_summary_and_the_deadline_plan_are_arithmetic_over_what_the_loop_recorded():
+    """run_summary (a run's summary and its report) and deadline (a budget's plan) read numbers the
+    loop recorded: they stand below the schemes and TensorFlow's measurements, and load without
+    TensorFlow (a scheme is handed to `summarize`, not looked up)."""
+    import subprocess
+    edges = graph()
+    for module in ("run_summary", "deadline"):
+        reached, todo = set(), [module]
+        while todo:
+            for target in edges[todo.pop()] - reached:
+                reached.add(target)
+                todo.append(target)
+        assert not {m for m in reached if m.split(".")[0] in ("schemes", "measure", "train_step", "train")}, module
+        code = f"import sys, {module}; print('tensorflow' in sys.modules)"
+        loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+        assert loaded.stdout.strip() == "False", module
+
+
 if __name__ == "__main__":
     root = sys.argv[1] if len(sys.argv) > 1 else ROOT
     edges = graph(root)
