@@ -2,7 +2,8 @@
 
 Every `import` counts, wherever it stands (module top, function body, `if TYPE_CHECKING:`): a
 circle that only a lazy import keeps from failing is still a circle to a reader.
-Run `python tests/test_import_graph.py` to print the files per folder, the edge count and any circle.
+Run `python tests/test_import_graph.py` to print the files per folder, the edge count, any circle
+and the product's modules by floor (a module stands above every module it imports).
 """
 from __future__ import annotations
 
@@ -116,6 +117,22 @@ def circles(edges: Dict[str, Set[str]]) -> List[List[str]]:
     return sorted(found)
 
 
+def floors(edges: Dict[str, Set[str]]) -> Dict[str, int]:
+    """Each module's floor: 1 for one that imports no module of the repository, else one above the
+    highest it imports (the graph has no circles). A call that goes on to a higher floor after
+    returning from a lower one is a climb back up when a run's settings are followed through."""
+    found: Dict[str, int] = {}
+
+    def floor(module: str) -> int:
+        if module not in found:
+            found[module] = 1 + max((floor(target) for target in edges.get(module, ())), default=0)
+        return found[module]
+
+    for module in edges:
+        floor(module)
+    return found
+
+
 def files_per_folder(root: str = ROOT) -> Dict[str, int]:
     counts: Dict[str, int] = collections.Counter()
     for module, path in python_files(root).items():
@@ -155,3 +172,9 @@ if __name__ == "__main__":
         print("circle:", " <-> ".join(component))
     if not circles(edges):
         print("no circles")
+        by_floor = collections.defaultdict(list)
+        for module, level in floors(edges).items():
+            if not module.startswith(("tests", "bench", "experiments", "scripts", "docs")):
+                by_floor[level].append(module)
+        for level in sorted(by_floor, reverse=True):
+            print(f"floor {level}:", ", ".join(sorted(by_floor[level])))
