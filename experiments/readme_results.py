@@ -11,6 +11,7 @@ import sys
 
 sys.path.insert(0, os.getcwd())
 from experiments.study_stats import mean_std, paired_interval, plus_minus  # noqa: E402
+from utils import atomic_write_text  # noqa: E402
 
 DRAWS = {"embedded_parts": "results/study/parts_mobilenetv2_64/frontier/runs.csv",
          "embedded_shapes": "results/study/mobilenetv2_64/frontier/runs.csv"}
@@ -56,8 +57,7 @@ def main(output="results/study/readme_results.md"):
     for label, name in ROWS:
         cells = [part for draw in draws.values() for part in cell(draw, name)]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    with open(output, "w") as stream:
-        stream.write("\n".join(lines) + "\n")
+    atomic_write_text(output, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
