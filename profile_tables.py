@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import os
 from collections import Counter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -300,6 +301,9 @@ def load_profile_for(config, model) -> Dict:
         num_classes=config.num_classes, batch_size=config.batch_size,
         tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command=command,
         bn_mode=config.bn_mode, gradient_filter=config.gradient_filter)
+    check = profile.get("gradient_check") or {}
+    if check.get("warning") and check.get("onednn") == os.environ.get("TF_ENABLE_ONEDNN_OPTS", ""):
+        logging.warning("%s (found by the profiler, %s)", check["warning"], config.profile)
     if config.memory_budget_mb and not has_memory_model(profile):
         raise UserError(f"--memory_budget_mb needs a profile with a memory model, and {config.profile} has none "
                         f"(made before profiles measured memory, or where TensorFlow's allocator keeps no "

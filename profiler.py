@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from models import gradient_filter as filtering
+from models import gradient_check, gradient_filter as filtering
 import memory_model
 import models
 import profile_tables
@@ -679,6 +679,22 @@ def profiled_model(args: argparse.Namespace, gradient_filter: Tuple[int, int]) -
     return model
 
 
+def checked_gradients(model: tf.keras.Model, batch_size: int) -> Dict:
+    """models.gradient_check's record of the model's convolutions on this machine, said in the log (a warning
+    with the remedy where a gradient is wrong) and kept in the profile, whose runs repeat the warning."""
+    start = time.perf_counter()
+    record = gradient_check.check(model, batch_size)
+    record["onednn"] = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "")
+    record["warning"] = gradient_check.warning(record)
+    if record["warning"]:
+        logging.warning(record["warning"])
+    else:
+        logging.info("checked the gradients of the model's %d distinct convolutions against float64 in %.1f s: "
+                     "right (largest relative error %.1g)", record["checked"], time.perf_counter() - start,
+                     record["largest_error"])
+    return record
+
+
 def reusable_profile(args: argparse.Namespace, model: tf.keras.Model, json_path: str,
                      gradient_filter: Tuple[int, int], probe_costs: Callable[[], Dict]) -> Optional[Dict]:
     """The profile already at `json_path` when it matches the model and flags and has every
@@ -695,6 +711,9 @@ def reusable_profile(args: argparse.Namespace, model: tf.keras.Model, json_path:
         if lacking:
             raise UserError(f"{json_path} was made before {lacking}")
         logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
+        if "gradient_check" not in profile:  # made before profiles checked the convolutions' gradients
+            profile["gradient_check"] = checked_gradients(model, args.batch_size)
+            atomic_write_json(json_path, profile)
         if not all(key in profile.get("probe_costs", {}) for key in PROBE_COST_KEYS):
             profile["probe_costs"] = probe_costs()  # made before the probe could run eagerly: add what it lacks
             atomic_write_json(json_path, profile)
@@ -709,6 +728,7 @@ def new_profile(args: argparse.Namespace, model: tf.keras.Model, name: str, json
                 gradient_filter: Tuple[int, int], probe_costs: Callable[[], Dict]) -> Dict:
     """Profile the model, write the profile, its op table and its figure, and say what was measured."""
     start = time.perf_counter()
+    check = checked_gradients(model, args.batch_size)
     profile = profile_model(
         model, args.batch_size, num_iterations=args.num_iterations, repeats=args.repeats,
         logdir=os.path.join(args.logdir, name), csv_path=os.path.join(args.output_dir, name + ".csv"),
@@ -716,6 +736,7 @@ def new_profile(args: argparse.Namespace, model: tf.keras.Model, name: str, json
         meta=dict(model_name=args.model_name, input_size=args.input_size, num_classes=args.num_classes,
                   bn_mode=args.bn_mode, gradient_filter=list(gradient_filter)))
     profile["probe_costs"] = probe_costs()
+    profile["gradient_check"] = check
     atomic_write_json(json_path, profile)
     plot_profile(profile, os.path.join("figures", name + ".png"))
     logging.info("profiled %s in %.0f s: T_fp %.1f ms, T_bp %.1f ms, T_full %.1f ms, coverage %.1f%%",

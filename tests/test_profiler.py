@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import memory_model
+import models
 import profile_tables
 import profiler
 import measure
@@ -239,6 +240,13 @@ def test_cli_profiles_then_reuses(tmp_path, caplog):
         assert all(profile["probe_costs"][key] > 0 for key in probe.PROBE_COST_KEYS)
         assert profile["probe_costs"]["traced_first_ms"] > profile["probe_costs"]["traced_ms"]  # it traced
         assert (tmp_path / "figures" / "mobilenetv2_32_3_2_profile.png").exists()
+        # every distinct convolution's gradients checked against float64 on this machine (counted here from
+        # the model's own layers)
+        check = profile["gradient_check"]
+        assert check["checked"] == len({(layer.__class__, layer.input.shape, layer.weights[0].shape, layer.strides)
+                                         for layer in profiler.flat_layers(models.build_model(
+                                             "mobilenetv2", 3, 32, "none")) if isinstance(layer, (tf.keras.layers.Conv2D, tf.keras.layers.DepthwiseConv2D))})
+        assert check["batch_size"] == 2 and isinstance(check["wrong"], list)
         stamp = path.stat().st_mtime_ns
         caplog.clear()
         with caplog.at_level("INFO"):
