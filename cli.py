@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import os
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import checkpoints
 import data
@@ -121,22 +121,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Shown(tuple):
-    """argparse choices that accept every name in `accepted` but list (in --help and in the error
-    for a wrong one) only those of the tuple itself: the names a user picks from."""
+    """argparse choices that accept every name `accepts(name)` takes but list (in --help and in the
+    error for a wrong one) only those of the tuple itself: the names a user picks from."""
 
-    def __new__(cls, shown, accepted):
+    def __new__(cls, shown: Sequence[str], accepts: Callable[[str], bool]):
         self = super().__new__(cls, shown)
-        self.accepted = frozenset(accepted)
+        self.accepts = accepts
         return self
 
     def __contains__(self, name) -> bool:
-        return name in self.accepted
+        return isinstance(name, str) and self.accepts(name)
 
 
 def model_and_data_flags(flag) -> None:
     flag("--model_name", default="resnet50", choices=list(models.MODELS), help="model to train")
-    flag("--dataset_name", default="caltech_birds2011", choices=Shown(data.LISTED, data.DATASETS),
-         help="dataset (embedded_* work offline; their source tasks and redrawn seeds: README, Models and datasets)")
+    flag("--dataset_name", default="caltech_birds2011", choices=Shown(data.LISTED, data.accepted),
+         help="dataset (embedded_* work offline; their source tasks and redrawn seeds: README, Models and datasets; "
+              "few-shot draws of fashion_mnist: fashion_mnist_shot<N>_seed<S>, N images a class, disjoint seeds)")
     flag("--train_type", default="full_training", choices=list(SCHEMES), metavar="SCHEME",
          help=f"training scheme: {', '.join(SCHEMES)} (README, Which scheme at a budget?)")
     flag("--input_size", type=int, default=224, metavar="PX", help="input image side in pixels")

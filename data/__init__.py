@@ -1,4 +1,6 @@
-"""Dataset registry: the paper's TFDS datasets, the embedded offline datasets, image folders.
+"""Dataset registry: the paper's TFDS datasets, Fashion-MNIST (TFDS, prepared offline from local files when
+there is no network: data/fashion_mnist.py) and its few-shot draws (data/draws.py), the embedded offline
+datasets, image folders.
 
 `load(...)` returns a batched `tf.data.Dataset` of (float32 images in 0..255 resized to input_size,
 int labels); the model does its own preprocessing and augmentation. Training pipelines reshuffle
@@ -18,6 +20,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from data import draws, fashion_mnist
 from data import embedded_parts, embedded_shapes  # noqa: F401  (register the embedded TFDS builders)
 from utils import UserError
 
@@ -36,13 +39,24 @@ class DatasetSpec:
 
     Attributes:
         tfds_name: TFDS builder name (with config), or "" for a user's image folder.
-        download_hosts: hosts TFDS downloads from; empty when generated locally.
+        download_hosts: hosts TFDS downloads from ("name", port 443, or "name:port"); empty when generated locally.
         description: one line for --help and the README.
+        local: the download's files as found on this machine, prepared from instead of downloading.
     """
 
     tfds_name: str
     download_hosts: Tuple[str, ...]
     description: str
+    local: Optional["LocalFiles"] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalFiles:
+    """A download's files found on this machine (the same bytes, checked): prepared from, offline."""
+
+    present: Callable[[], bool]
+    missing: Callable[[], str]  # one line: what is missing where, and how to get it
+    prepare: Callable[[tfds.core.DatasetBuilder], None]
 
 
 DATASETS: Dict[str, DatasetSpec] = {
@@ -67,12 +81,19 @@ DATASETS: Dict[str, DatasetSpec] = {
     **{f"embedded_parts_seed{seed}": DatasetSpec(f"embedded_parts/{embedded_parts.target_config_name(seed)}", (),
                                                  f"embedded_parts drawn with task seed {seed}")
        for seed in embedded_parts.TASK_SEEDS if seed},
+    "fashion_mnist": DatasetSpec("fashion_mnist", (fashion_mnist.DOWNLOAD_HOST,),
+                                 f"Fashion-MNIST, 10 classes of clothes, 28 px grey photos (TFDS; offline from "
+                                 f"${fashion_mnist.SOURCE_VARIABLE} or Debian's {fashion_mnist.DEBIAN_PACKAGE}); "
+                                 f"few-shot draws: fashion_mnist_shot<N>_seed<S>",
+                                 LocalFiles(fashion_mnist.present, fashion_mnist.missing,
+                                            fashion_mnist.prepare_offline)),
     "image_folder": DatasetSpec("", (), "your own photos: --data_dir ROOT with "
                                         "ROOT/train/<class>/*.jpg and ROOT/test/<class>/*.jpg "
                                         "(and optionally ROOT/validation/<class>/*.jpg)"),
 }
-# The names --dataset_name lists; the others (source tasks, redrawn task seeds) are accepted too
-LISTED = ("caltech_birds2011", "oxford_iiit_pet", "stanford_dogs", "embedded_shapes", "embedded_parts", "image_folder")
+# The names --dataset_name lists; the others (source tasks, redrawn task seeds, few-shot draws) are accepted too
+LISTED = ("caltech_birds2011", "oxford_iiit_pet", "stanford_dogs", "fashion_mnist", "embedded_shapes", "embedded_parts",
+          "image_folder")
 SPLITS = ("train", "test")  # the splits every dataset provides
 # A validation split is carved from "train" by held_out() (--validation carved) or stored by the
 # dataset, in neither train nor test (--validation fresh; image folders: ROOT/validation/<class>/).
@@ -82,17 +103,25 @@ DEFAULT_VAL_FRACTION = 0.1
 
 
 def get_spec(dataset_name: str) -> DatasetSpec:
-    """Registry entry for `dataset_name`, or UserError listing the valid names."""
-    if dataset_name not in DATASETS:
-        raise UserError(f"unknown dataset {dataset_name!r}; choose one of: {', '.join(DATASETS)}")
-    return DATASETS[dataset_name]
+    """Registry entry for `dataset_name` (a draw's: its base's), or UserError listing the valid names."""
+    draw = draws.parse(dataset_name)
+    if dataset_name not in DATASETS and draw is None:
+        raise UserError(f"unknown dataset {dataset_name!r}; choose one of: {', '.join(DATASETS)}, or a few-shot "
+                        f"draw {draws.NAME_PATTERN} of {', '.join(draws.BASES)}")
+    return DATASETS[draw.base if draw else dataset_name]
+
+
+def accepted(dataset_name: str) -> bool:
+    """Whether --dataset_name takes the name: the registry's and every few-shot draw's."""
+    return dataset_name in DATASETS or draws.parse(dataset_name) is not None
 
 
 def _reachable(hosts: Tuple[str, ...], timeout_s: float = 5.0) -> bool:
     """True when every host accepts a TCP connection (so a download can start)."""
     for host in hosts:
+        name, _, port = host.partition(":")
         try:
-            socket.create_connection((host, 443), timeout=timeout_s).close()
+            socket.create_connection((name, int(port or 443)), timeout=timeout_s).close()
         except OSError:
             return False
     return True
@@ -157,8 +186,10 @@ def availability_problem(dataset_name: str, data_dir: Optional[str] = None) -> O
     if _prepared(builder, dataset_name):
         return None
     spec = get_spec(dataset_name)
-    if not spec.download_hosts or _reachable(spec.download_hosts):
+    if not spec.download_hosts or (spec.local and spec.local.present()) or _reachable(spec.download_hosts):
         return None
+    if spec.local:
+        return spec.local.missing()
     where = data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")
     return (f"{dataset_name} is not prepared in {where} and cannot be downloaded: "
             f"{', '.join(spec.download_hosts)} is unreachable (network problem). Either run once "
@@ -174,14 +205,18 @@ def prepare(dataset_name: str, data_dir: Optional[str] = None) -> tfds.core.Data
     problem = availability_problem(dataset_name, data_dir)
     if problem:
         raise UserError(problem)
-    builder = _builder(dataset_name, data_dir)
-    if not _prepared(builder, dataset_name):
-        generated = not get_spec(dataset_name).download_hosts
-        if generated:
-            logging.info("generating %s once into %s (offline, no download; later runs reuse it)", dataset_name,
-                         builder.data_dir)
-        with quiet_tfds(generated):
-            builder.download_and_prepare()
+    builder, spec = _builder(dataset_name, data_dir), get_spec(dataset_name)
+    if _prepared(builder, dataset_name):
+        return builder
+    if spec.local and spec.local.present():
+        spec.local.prepare(builder)  # the files TFDS would download are here (checked): no network needed
+        return builder
+    generated = not spec.download_hosts
+    if generated:
+        logging.info("generating %s once into %s (offline, no download; later runs reuse it)", dataset_name,
+                     builder.data_dir)
+    with quiet_tfds(generated):
+        builder.download_and_prepare()
     return builder
 
 
@@ -195,12 +230,19 @@ def split_examples(dataset_name: str, split: str, data_dir: Optional[str] = None
                    val_fraction: float = 0.0) -> Optional[int]:
     """Examples in `split` ("validation": the carved part when `val_fraction` > 0) of a dataset,
     prepared first if it is not yet (prepare); None when it has no such split."""
-    splits = prepare(dataset_name, data_dir).info.splits
+    splits = _split_sizes(dataset_name, prepare(dataset_name, data_dir))
     stored = "train" if split == VALIDATION and val_fraction > 0 else split
     if stored not in splits:
         return None
-    total = int(splits[stored].num_examples)
+    total = splits[stored]
     return carved_count(total, split, val_fraction) if val_fraction > 0 else total
+
+
+def _split_sizes(dataset_name: str, builder: tfds.core.DatasetBuilder) -> Dict[str, int]:
+    """Examples in each stored split of a prepared dataset: a draw's, or as its info counts them."""
+    sizes = {name: int(split.num_examples) for name, split in builder.info.splits.items()}
+    draw = draws.parse(dataset_name)
+    return {**sizes, **draws.split_sizes(builder, draw)} if draw else sizes
 
 
 def resolve_num_classes(dataset_name: str, requested: Optional[int],
@@ -217,6 +259,8 @@ def _decode_and_resize(image: tf.Tensor, input_size: int) -> tf.Tensor:
     """Encoded or decoded image -> uint8 (input_size, input_size, 3)."""
     if image.dtype == tf.string:
         image = tf.io.decode_image(image, channels=3, expand_animations=False)
+    elif image.shape[-1] == 1:  # a grey photo (Fashion-MNIST): the models take three channels
+        image = tf.image.grayscale_to_rgb(image)
     image.set_shape([None, None, 3])
     resized = tf.image.resize(image, (input_size, input_size), antialias=True)
     return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
@@ -247,6 +291,8 @@ def check_val_fraction(val_fraction: float) -> None:
 def stored_splits(dataset_name: str, data_dir: Optional[str] = None) -> Tuple[str, ...]:
     """The splits a dataset stores or, before it is prepared, will store: an embedded one's from its
     config, train and test for the downloaded ones (none of which has a validation split)."""
+    if draws.parse(dataset_name):
+        return SPLITS + (VALIDATION,)
     builder = _builder(dataset_name, data_dir)
     if isinstance(builder, tfds.folder_dataset.ImageFolder) or builder.is_prepared():
         return tuple(builder.info.splits.keys())
@@ -288,17 +334,21 @@ def _examples(dataset_name: str, split: str, input_size: int, data_dir: Optional
         raise UserError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS + (VALIDATION,))}")
     check_val_fraction(val_fraction)
     builder = prepare(dataset_name, data_dir)
-    if split == VALIDATION and val_fraction <= 0 and VALIDATION not in builder.info.splits:
+    sizes, draw = _split_sizes(dataset_name, builder), draws.parse(dataset_name)
+    if split == VALIDATION and val_fraction <= 0 and VALIDATION not in sizes:
         raise UserError(f"{dataset_name} has no validation split of its own: carve one with --val_fraction > 0")
     stored = "train" if split == VALIDATION and val_fraction > 0 else split
     carve = stored == "train" and val_fraction > 0
     # ImageFolder ignores read_config and would shuffle its files unseeded, whatever --seed says; its
     # stored order is already a fixed shuffle, and ours is seeded.
     shuffle_files = training and not carve and not isinstance(builder, tfds.folder_dataset.ImageFolder)
-    dataset = builder.as_dataset(split=stored, shuffle_files=shuffle_files, as_supervised=True,
-                                 read_config=tfds.ReadConfig(shuffle_seed=seed,
-                                                             shuffle_reshuffle_each_iteration=not same_file_order))
-    examples = int(builder.info.splits[stored].num_examples) if stored in builder.info.splits else 0
+    if draw and stored != "test":  # a view over the base's training split, in stored order
+        dataset = draws.view(builder, draw, stored)
+    else:
+        dataset = builder.as_dataset(split=stored, shuffle_files=shuffle_files, as_supervised=True,
+                                     read_config=tfds.ReadConfig(shuffle_seed=seed,
+                                                                 shuffle_reshuffle_each_iteration=not same_file_order))
+    examples = sizes.get(stored, 0)
     if carve:
         wanted = split == VALIDATION
         dataset = dataset.enumerate().filter(lambda i, example: tf.equal(held_out(i, val_fraction), wanted))
@@ -333,7 +383,7 @@ def load(dataset_name: str, split: str, batch_size: int, input_size: int,
     """Batched pipeline of (images float32 0..255, labels int64).
 
     Args:
-        dataset_name: a key of DATASETS.
+        dataset_name: a key of DATASETS, or a few-shot draw's name (data/draws.py).
         split: "train", "validation" (the held-out part of the training split, or the dataset's
             own when val_fraction is 0) or "test".
         batch_size: examples per batch (training drops the remainder: every step has the profiled shape).
@@ -423,8 +473,8 @@ def load_epochs(dataset_name: str, batch_size: int, input_size: int, data_dir: O
 def steps_per_epoch(dataset_name: str, batch_size: int, data_dir: Optional[str] = None,
                     val_fraction: float = 0.0) -> int:
     """Training steps in one epoch (full batches only), from the dataset's info."""
-    builder = prepare(dataset_name, data_dir)
-    return carved_count(int(builder.info.splits["train"].num_examples), "train", val_fraction) // batch_size
+    train = _split_sizes(dataset_name, prepare(dataset_name, data_dir))["train"]
+    return carved_count(train, "train", val_fraction) // batch_size
 
 
 @dataclasses.dataclass
