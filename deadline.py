@@ -78,8 +78,8 @@ def predicted_costs(profile: Optional[Dict], mask: np.ndarray, full_step: bool, 
     `step_ratio` of it for a scheme that aims at a ratio (nan: the profile's sum for `mask`); a
     selection as its probe's gradient calls (`calls_each`) and a compile; once, the probe's trace
     and the calls only the first selection makes (`calls_once`, e.g. gain_stage's look), or a
-    compile when nothing probes. Compile and trace come from the profile's probe costs (none in
-    older profiles)."""
+    compile when nothing probes. Compile and trace come from the profile's probe costs, else its
+    first calls (none in older profiles)."""
     if not profile:
         return None
     if full_step:
@@ -89,7 +89,7 @@ def predicted_costs(profile: Optional[Dict], mask: np.ndarray, full_step: bool, 
     else:
         t_dy, t_dw = backward_tables(profile)
         step_ms = float(profile["T_fp_ms"]) + float(solver.backward_time(t_dy, t_dw, np.asarray(mask)[::-1]))
-    probe = profile.get("probe_costs") or {}
+    probe = profile.get("probe_costs") or profile.get("first_calls") or {}  # fresh processes', else the profiler's
     compile_ms = max(float(probe.get("traced_step_first_ms", 0.0)) - step_ms, 0.0)
     probe_ms = float(probe.get("traced_ms", profile["T_full_ms"]))
     selection_ms = compile_ms + calls_each * probe_ms
@@ -269,6 +269,13 @@ class RunDeadline:
     def epochs(self) -> int:
         """The epochs the plan now takes (at least the one under way)."""
         return max(-(-self.clock.total // self.steps_per_epoch), self.state.epoch + 1)
+
+    def epoch_label(self, epoch_number: int) -> str:
+        """How the log names epoch `epoch_number` (1-based): its number and the plan's estimate, said
+        as one (the run plans again as it measures, so the estimate moves; a count like 2/8 read as a
+        bug when it became 2/9)."""
+        return (f"{epoch_number} (the plan now: about {self.clock.total / self.steps_per_epoch:.1f} epochs "
+                f"in {shown(self.clock.budget_s)})")
 
     def recorded(self, config):
         """`config` with the plan as run (config.json: replaying it repeats the run's steps anywhere)."""

@@ -307,7 +307,7 @@ def load_profile_for(config, model) -> Dict:
     if config.memory_budget_mb and not has_memory_model(profile):
         raise UserError(f"--memory_budget_mb needs a profile with a memory model, and {config.profile} has none "
                         f"(made before profiles measured memory, or where TensorFlow's allocator keeps no "
-                        f"statistics). Measure it again with: {command} --force")
+                        f"statistics). Measure it with: {command} --memory")
     return profile
 
 

@@ -39,8 +39,11 @@ from utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text
 
 
 # Rounds of every calibration step before timing: a new process's first few dozen steps run
-# 10-25 % slower (docs/benchmarks/profiler.md).
-WARM_UP_ROUNDS = 10
+# 10-25 % slower (docs/benchmarks/profiler.md). The profile's 4 rounds of its 11 functions are 44 steps
+# after their first calls (10 rounds until issue 75: the time model's error measured no worse, its
+# "Profile speed"); --validate keeps its own 10, so that its measurements are those it made before.
+WARM_UP_ROUNDS = 4
+VALIDATE_WARM_UP_ROUNDS = 10
 CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
 CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit
 CALIBRATION_ROUNDS = 3  # rounds the calibration steps are timed in, spread over the profiling
@@ -323,13 +326,14 @@ def random_batch(model: tf.keras.Model, batch_size: int, seed: int = 0) -> Tuple
 def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int = 5,
                   repeats: int = 12, logdir: Optional[str] = None, csv_path: Optional[str] = None,
                   optimizer: str = "sgd", meta: Optional[Dict] = None,
-                  from_trace: Optional[str] = None, seed: int = 0) -> Dict:
+                  from_trace: Optional[str] = None, seed: int = 0, memory: bool = False) -> Dict:
     """The timing table (docs/design.md §3, tensors in model.trainable_weights order) of one
     training step of `model` at `batch_size`, with `optimizer`'s update in each tensor's t_dw:
     `num_iterations` steps traced into `logdir` (a temporary folder if None; `from_trace` reads an
     existing trace instead), the op-stats table saved to `csv_path` when given, `repeats` timed steps
-    of each calibration selection in CALIBRATION_ROUNDS rounds, `meta` added to the table. The
-    model's weights are restored afterwards."""
+    of each calibration selection in CALIBRATION_ROUNDS rounds, `meta` added to the table; with
+    `memory`, the memory model and the probe's micro-batched passes that --memory_budget_mb needs.
+    The model's weights are restored afterwards."""
     if not model.trainable_weights:
         raise UserError("the model has no trainable tensors: there is nothing to profile")
     if batch_size < 1 or num_iterations < 1 or repeats < 1:
@@ -344,11 +348,13 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     forward = forward_function(model)
     gradients = full_gradients(model, shared)  # the importance probe's pass: training re-anchors on it
     # ... and its pass in micro-batches, as a memory budget runs it (training re-anchors on those)
-    chunk_function = free_batch_gradients(model, shared, images, labels)
-    chunk_counts = [count for count in PROBE_CHUNK_COUNTS if count <= batch_size]
+    chunk_counts = [count for count in PROBE_CHUNK_COUNTS if count <= batch_size] if memory else []
+    if chunk_counts:
+        chunk_function = free_batch_gradients(model, shared, images, labels)
     chunked = [lambda count=count: next(g for g in micro_batched_gradients(chunk_function, images, labels, count)
                                         if g is not None).numpy() for count in chunk_counts]
     try:
+        first_calls = traced_first_calls(gradients, calibration[2], images, labels)
         for _ in range(WARM_UP_ROUNDS):  # trace the functions and warm caches up
             for run in calibration + [step, gradients]:
                 run(images, labels)[0].numpy()
@@ -369,15 +375,30 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
             xplane = record_trace(step, forward, images, labels, logdir, num_iterations)
         rows = convert_trace(xplane)
         rounds.append(wall_times_ms(timed, per_round))
-        memory = memory_steps(model, batch_size, timed_optimizer, points, calibration, more, shared,
-                              (images, labels), probe=lambda: gradients(images, labels)[0].numpy())
+        memory_table = memory_steps(model, batch_size, timed_optimizer, points, calibration, more, shared,
+                                    (images, labels), probe=lambda: gradients(images, labels)[0].numpy()) if memory else None
         rounds += [wall_times_ms(timed, per_round) for _ in range(CALIBRATION_ROUNDS - len(rounds))]
     finally:
         model.set_weights(snapshot)
     if csv_path:
         atomic_write_text(csv_path, profile_tables.op_stats_to_csv(rows))
-    return assembled_profile(rows, structure, rounds, len(calibration), more, chunk_counts, memory,
-                             dict(meta or {}, batch_size=batch_size), optimizer)
+    profile = assembled_profile(rows, structure, rounds, len(calibration), more, chunk_counts, memory_table,
+                                dict(meta or {}, batch_size=batch_size), optimizer)
+    profile["first_calls"] = dict(first_calls, traced_ms=profile["T_grad_ms"])
+    return profile
+
+
+def traced_first_calls(gradients: Callable, step: Callable, images: tf.Tensor, labels: tf.Tensor) -> Dict[str, float]:
+    """What a run's first selection pays, timed in this process before anything else of the model is
+    traced (so nearly as a fresh process pays it): the traced probe pass's first call (trace and
+    compile, the shared forward included) and then a train step's first call (ms). A deadline's first
+    plan prices them (deadline.predicted_costs); `--probe_costs` times both probe modes in fresh processes."""
+    start = time.perf_counter()
+    gradients(images, labels)[0].numpy()
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    step(images, labels)[0].numpy()
+    return {"traced_first_ms": 1000 * first, "traced_step_first_ms": 1000 * (time.perf_counter() - start)}
 
 
 def calibration_steps(model: tf.keras.Model, optimizer, points, shared: Callable) -> Tuple[List, List[np.ndarray]]:
@@ -420,8 +441,9 @@ def assembled_profile(rows, structure, rounds: List[List[float]], calibrated: in
     typical, spreads = round_medians(rounds)
     chunks_ms = dict(zip(map(str, chunk_counts), typical[len(typical) - len(chunk_counts):]))
     head_ms, path_ms, full_ms, *more_ms, gradients_ms = typical[:len(typical) - len(chunk_counts)]
+    meta = dict(meta, **({"T_grad_chunks_ms": chunks_ms} if chunks_ms else {}))
     meta = dict(meta, tensorflow_version=tf.__version__, device=device_name(), optimizer=optimizer, T_grad_ms=gradients_ms,
-                T_grad_chunks_ms=chunks_ms, calibration_rounds=len(rounds),
+                calibration_rounds=len(rounds),
                 calibration_spread=float(np.median(spreads[:calibrated])),
                 calibration_rounds_ms=[[float(ms) for ms in round_ms[:3]] for round_ms in rounds],  # head, path, full
                 created=datetime.datetime.now().isoformat(timespec="seconds"))
@@ -479,7 +501,7 @@ def validate_time_model(model: tf.keras.Model, profile: Dict, batch_size: int, s
         trainers = [TrainStep(model, setup.optimizer, [w for w, k in zip(model.trainable_weights, m) if k],
                               forward=forward) for _, m in masks]
         trainers.append(full_gradients(model, forward))  # the live anchor's pass, timed among them
-        for _ in range(WARM_UP_ROUNDS):
+        for _ in range(VALIDATE_WARM_UP_ROUNDS):
             for trainer in trainers:
                 trainer(images, labels)[0].numpy()
         timed = [lambda t=t: t(images, labels)[0].numpy() for t in trainers]
@@ -638,21 +660,31 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--validate_rounds", type=positive_int, default=3,
                         help="rounds of --validate: a selection's time is the median of its rounds, their "
                              "spread the measurement's own noise")
+    parser.add_argument("--memory", action="store_true",
+                        help="also measure the memory model and the probe's micro-batched passes, which main.py "
+                             "--memory_budget_mb needs (adds to an existing profile)")
+    parser.add_argument("--probe_costs", action="store_true",
+                        help="also time the importance probe's first calls both ways, each in a fresh process, so "
+                             "main.py --probe_mode auto can choose eager where it is cheaper (without them auto "
+                             "runs traced, the cheaper on every CPU measured; docs/benchmarks/profiler.md)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random batch and selections")
     parser.add_argument("--probe_first_call", choices=["eager", "traced"], default=None,
                         help=argparse.SUPPRESS)  # internal: a fresh process timing one mode's first calls
     return parser.parse_args(argv)
 
 
-def missing_measurements(profile: Dict) -> Optional[str]:
-    """What a profile made by older code lacks that training needs (the profile is then measured
-    again), or None. Its `probe_costs`, if lacking, are added without measuring the rest again."""
+def missing_measurements(profile: Dict, memory: bool = False) -> Optional[str]:
+    """What a profile made by older code (or without `memory`, when it is asked for now) lacks that
+    training needs (the profile is then measured again), or None. Its `probe_costs`, when asked for
+    and lacking, are added without measuring the rest again."""
     if "T_grad_ms" not in profile:  # training re-anchors exact mode on it
         return "the probe's full-gradient pass was timed (T_grad_ms)"
-    if "T_grad_chunks_ms" not in profile:  # ... and budgeted runs on its micro-batched pass
-        return "the micro-batched probe pass was timed (T_grad_chunks_ms)"
-    if not memory_model.has_memory_model(profile) and allocator_mb() is not None:  # --memory_budget_mb's
-        return "profiles measured the memory model"
+    if "first_calls" not in profile:  # a deadline's first plan prices them
+        return "profiles timed the probe's and a step's first calls (first_calls)"
+    if memory and "T_grad_chunks_ms" not in profile:  # budgeted runs re-anchor on its micro-batched pass
+        return "the micro-batched probe pass was timed (T_grad_chunks_ms; --memory)"
+    if memory and not memory_model.has_memory_model(profile) and allocator_mb() is not None:  # --memory_budget_mb's
+        return "the memory model was measured (--memory)"
     return None
 
 
@@ -707,14 +739,14 @@ def reusable_profile(args: argparse.Namespace, model: tf.keras.Model, json_path:
             profile, json_path, model_name=args.model_name, input_size=args.input_size,
             num_classes=args.num_classes, batch_size=args.batch_size, bn_mode=args.bn_mode,
             gradient_filter=gradient_filter, tensor_shapes=[w.shape.as_list() for w in model.trainable_weights], command="")
-        lacking = missing_measurements(profile)
+        lacking = missing_measurements(profile, args.memory)
         if lacking:
             raise UserError(f"{json_path} was made before {lacking}")
         logging.info("reusing the existing profile %s (pass --force to measure again)", json_path)
         if "gradient_check" not in profile:  # made before profiles checked the convolutions' gradients
             profile["gradient_check"] = checked_gradients(model, args.batch_size)
             atomic_write_json(json_path, profile)
-        if not all(key in profile.get("probe_costs", {}) for key in PROBE_COST_KEYS):
+        if args.probe_costs and not all(key in profile.get("probe_costs", {}) for key in PROBE_COST_KEYS):
             profile["probe_costs"] = probe_costs()  # made before the probe could run eagerly: add what it lacks
             atomic_write_json(json_path, profile)
             logging.info("added the probe's measured costs to %s: %s", json_path, probe_cost_sentence(profile))
@@ -728,15 +760,15 @@ def new_profile(args: argparse.Namespace, model: tf.keras.Model, name: str, json
                 gradient_filter: Tuple[int, int], probe_costs: Callable[[], Dict]) -> Dict:
     """Profile the model, write the profile, its op table and its figure, and say what was measured."""
     start = time.perf_counter()
-    check = checked_gradients(model, args.batch_size)
     profile = profile_model(
         model, args.batch_size, num_iterations=args.num_iterations, repeats=args.repeats,
         logdir=os.path.join(args.logdir, name), csv_path=os.path.join(args.output_dir, name + ".csv"),
-        optimizer=args.optimizer, from_trace=args.from_trace, seed=args.seed,
+        optimizer=args.optimizer, from_trace=args.from_trace, seed=args.seed, memory=args.memory,
         meta=dict(model_name=args.model_name, input_size=args.input_size, num_classes=args.num_classes,
                   bn_mode=args.bn_mode, gradient_filter=list(gradient_filter)))
-    profile["probe_costs"] = probe_costs()
-    profile["gradient_check"] = check
+    if args.probe_costs:
+        profile["probe_costs"] = probe_costs()
+    profile["gradient_check"] = checked_gradients(model, args.batch_size)  # after the timing: its first calls
     atomic_write_json(json_path, profile)
     plot_profile(profile, os.path.join("figures", name + ".png"))
     logging.info("profiled %s in %.0f s: T_fp %.1f ms, T_bp %.1f ms, T_full %.1f ms, coverage %.1f%%",
@@ -745,7 +777,8 @@ def new_profile(args: argparse.Namespace, model: tf.keras.Model, name: str, json
     logging.info("the calibration steps moved by a median %.1f%% between the profiler's %d rounds: on this "
                  "machine expect predicted step times to miss by about that much (measure it: --validate 8)",
                  100 * profile["calibration_spread"], profile["calibration_rounds"])
-    logging.info("the probe's gradient call: %s", probe_cost_sentence(profile))
+    if "probe_costs" in profile:
+        logging.info("the probe's gradient call: %s", probe_cost_sentence(profile))
     logging.info("wrote %s, %s.csv and figures/%s.png; trace in %s (tensorboard --logdir %s)",
                  json_path, os.path.join(args.output_dir, name), name, os.path.join(args.logdir, name), args.logdir)
     if profile["coverage"] < 0.95:

@@ -187,6 +187,12 @@ class Loop:
     def planned_epochs(self) -> int:
         return self.deadline.epochs() if self.deadline is not None else self.config.num_epochs
 
+    def epoch_label(self, epoch_number: int) -> str:
+        """Epoch `epoch_number` of the run, for the log: "3/12", or under a deadline the plan's estimate."""
+        if self.deadline is not None:
+            return self.deadline.epoch_label(epoch_number)
+        return f"{epoch_number}/{self.config.num_epochs}"
+
     def save_checkpoint(self) -> str:
         with self.memory.phase(None):
             self.outputs.flush_pictures()  # before the checkpoint, which a resumed run's pictures continue from
@@ -282,7 +288,7 @@ class Loop:
         steps_before = state.position
         previous_end = clock.started
         bar = tqdm(self.epochs.epoch(epoch, skip=state.position), total=self.steps_per_epoch, initial=state.position,
-                   desc=f"epoch {epoch + 1}/{self.planned_epochs}", unit="step", dynamic_ncols=True,
+                   desc=f"epoch {self.epoch_label(epoch + 1)}", unit="step", dynamic_ncols=True,
                    disable=None)  # no bar when not a terminal
         for index, (images, labels) in enumerate(bar):
             if index == 0:  # the input pipeline's start (an epoch's shuffle buffer filling) is no step
@@ -370,7 +376,7 @@ class Loop:
                       if "validation/accuracy" in metrics else []) + (
             [f"test accuracy {100 * metrics['test/accuracy']:.2f}% (best {100 * state.best_accuracy:.2f}%)"]
             if "test/accuracy" in metrics else [])
-        logging.info("epoch %d/%d: %s%.1f s of training", epochs_done, self.planned_epochs,
+        logging.info("epoch %s: %s%.1f s of training", self.epoch_label(epochs_done),
                      "".join(f"{text}, " for text in accuracies), state.train_seconds)
         warning = None if self.warned_at_chance else at_chance(train_loss, self.config.num_classes, epochs_done,
                                                                 self.planned_epochs)

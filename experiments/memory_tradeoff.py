@@ -71,7 +71,7 @@ def ensure_profile() -> None:
     """The profile (with its memory model) the budgeted schemes need, made once."""
     flags = profiler_arguments(STUDY, PROTOCOLS[STUDY]["bn_mode"])
     flags[flags.index("--input_size") + 1] = str(INPUT_SIZE)
-    if subprocess.run([sys.executable, os.path.join(ROOT, "profiler.py"), *flags], cwd=ROOT).returncode != 0:
+    if subprocess.run([sys.executable, os.path.join(ROOT, "profiler.py"), *flags, "--memory"], cwd=ROOT).returncode != 0:
         raise UserError("profiling failed; see the messages above")
 
 

@@ -56,8 +56,8 @@ def choose_probe_mode(requested: str, costs: Optional[Dict[str, float]], calls: 
     if requested != "auto":
         choice.update(mode=requested, why=f"--probe_mode {requested}")
     elif not known:
-        choice.update(mode="traced", why="the profile did not time the probe both ways (made before probe_costs; "
-                                         "profiler.py adds them to it): traced, as before")
+        choice.update(mode="traced", why="the profile did not time the probe both ways (profiler.py --probe_costs "
+                                         "adds them to it): traced, the cheaper on every CPU measured")
     else:
         mode = "eager" if eager_s < traced_s else "traced"
         choice.update(mode=mode, why=f"{calls} gradient calls and the first step after them: eager {eager_s:.2f} s, "

@@ -42,7 +42,7 @@ def workdir(tmp_path_factory, tfds_dir):
     os.chdir(directory)
     try:
         assert profiler.main(["--model_name", "mobilenetv2", "--input_size", "32", "--num_classes", "64",
-                              "--batch_size", "64", "--num_iterations", "2", "--repeats", "3"]) == 0
+                              "--batch_size", "64", "--num_iterations", "2", "--repeats", "3", "--memory"]) == 0
     finally:
         os.chdir(cwd)
     return directory

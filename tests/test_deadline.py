@@ -3,7 +3,9 @@ real tiny runs), the schedule that ends at the plan, replays of a recorded plan 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import re
 import signal
 
 import pytest
@@ -225,9 +227,15 @@ def deadline_run(tmp_path, name: str, budget: float, train_data=None, resume=Fal
 
 
 @pytest.mark.slow
-def test_a_tiny_run_ends_at_its_deadline_records_its_plan_and_replays_it(tmp_path):
-    summary = deadline_run(tmp_path, "timed", 4.0)
+def test_a_tiny_run_ends_at_its_deadline_records_its_plan_and_replays_it(tmp_path, caplog):
+    with caplog.at_level(logging.INFO):
+        summary = deadline_run(tmp_path, "timed", 4.0)
     facts = summary["deadline"]
+    # the log names each epoch done and the plan's estimate as one, never a count that moves (epoch 2/8, then 2/9)
+    epochs = [record.getMessage() for record in caplog.records if record.getMessage().startswith("epoch ")]
+    assert len(epochs) == math.ceil(facts["epochs"]) and not any(re.match(r"epoch \d+/", line) for line in epochs)
+    assert all(re.match(rf"epoch {n + 1} \(the plan now: about \d+\.\d epochs in 4s\): ", line)
+               for n, line in enumerate(epochs)), epochs
     one_step = max(summary["first_call_ms"]) / 1000 + 0.1  # the longest a step took (its compile), and slack
     assert summary["train_seconds"] <= 4.0 + one_step
     assert facts["spent_share"] >= 0.85, facts  # the goal is 0.95 on a quiet machine; tests share it

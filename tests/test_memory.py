@@ -240,4 +240,4 @@ def test_a_profile_without_a_memory_model_is_refused_with_the_command(workdir, t
                "--profile", str(old)) == 2
     error = capsys.readouterr().err
     assert "has none" in error and "python profiler.py --model_name mobilenetv2 --input_size 32" in error
-    assert error.strip().endswith("--force")
+    assert error.strip().endswith("--memory")

@@ -39,7 +39,7 @@ def test_a_requested_mode_is_kept_and_a_profile_without_costs_traces():
     forced = probe.choose_probe_mode("eager", None, 100)
     assert forced["mode"] == "eager" and forced["why"] == "--probe_mode eager" and "eager_seconds" not in forced
     older = probe.choose_probe_mode("auto", {"traced_ms": 50.0, "eager_ms": 150.0}, 6)  # not measured whole
-    assert older["mode"] == "traced" and "profiler.py adds them" in older["why"]
+    assert older["mode"] == "traced" and "profiler.py --probe_costs adds them" in older["why"]
     with pytest.raises(ValueError, match="unknown probe mode 'lazy'"):
         probe.choose_probe_mode("lazy", COSTS, 6)
 

@@ -203,16 +203,23 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
     model = build()
     before = [w.copy() for w in model.get_weights()]
     profile = profiler.profile_model(model, 64, num_iterations=3, repeats=5, logdir=str(tmp_path / "trace"),
-                                     csv_path=str(tmp_path / "ops.csv"), meta={"model_name": build.__name__})
+                                     csv_path=str(tmp_path / "ops.csv"), meta={"model_name": build.__name__},
+                                     memory=build is nested_cnn)
     assert [t["name"] for t in profile["tensors"]] == [w.name for w in model.trainable_weights]
     assert all(t["t_dw_ms"] >= 0 and t["t_dy_ms"] >= 0 for t in profile["tensors"])
     assert profile["coverage"] >= 0.95, profile["unattributed_ops"]
     assert profile["T_full_ms"] > profile["T_fp_ms"] > 0
     assert profile["T_grad_ms"] > 0  # the probe's full gradients, timed for training's live anchor
     assert profile["calibration_rounds"] == profiler.CALIBRATION_ROUNDS and profile["calibration_spread"] >= 0
-    # ... and in micro-batches, as a memory budget runs them (batch 64: every count timed)
-    assert sorted(map(int, profile["T_grad_chunks_ms"])) == list(profiler.PROBE_CHUNK_COUNTS)
-    assert all(ms > 0 for ms in profile["T_grad_chunks_ms"].values())
+    # the first calls a run's first selection pays (a deadline's first plan prices them): tracing costs more
+    first = profile["first_calls"]
+    assert first["traced_first_ms"] > first["traced_ms"] == profile["T_grad_ms"] and first["traced_step_first_ms"] > 0
+    if build is nested_cnn:  # memory=True: in micro-batches too, as a memory budget runs them (batch 64: every count)
+        assert sorted(map(int, profile["T_grad_chunks_ms"])) == list(profiler.PROBE_CHUNK_COUNTS)
+        assert all(ms > 0 for ms in profile["T_grad_chunks_ms"].values())
+        assert memory_model.has_memory_model(profile) or measure.allocator_mb() is None
+    else:  # what only --memory_budget_mb needs is not measured unless asked for
+        assert "T_grad_chunks_ms" not in profile and "memory" not in profile
     points = profiler.tensor_points(model)
     for k in range(len(points) - 1):  # shared points: no t_dy between (backward order) neighbours
         if points[k] == points[k + 1]:
@@ -226,7 +233,7 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
 @pytest.mark.slow
 def test_cli_profiles_then_reuses(tmp_path, caplog):
     arguments = ["--model_name", "mobilenetv2", "--input_size", "32", "--num_classes", "3",
-                 "--batch_size", "2", "--num_iterations", "2", "--repeats", "2",
+                 "--batch_size", "2", "--num_iterations", "2", "--repeats", "2", "--probe_costs",
                  "--output_dir", str(tmp_path / "profiles"), "--logdir", str(tmp_path / "logs")]
     cwd = os.getcwd()
     os.chdir(tmp_path)  # the figure goes to ./figures
@@ -276,14 +283,18 @@ def test_cli_profiles_then_reuses(tmp_path, caplog):
 
 
 def test_a_profile_made_before_a_measurement_training_needs_is_measured_again():
-    complete = {"T_grad_ms": 50.0, "T_grad_chunks_ms": {"2": 60.0},
+    complete = {"T_grad_ms": 50.0, "T_grad_chunks_ms": {"2": 60.0}, "first_calls": {"traced_first_ms": 900.0},
                 "memory": {key: 1.0 for key in memory_model.MEMORY_KEYS}, "tensors": [{"act_mb": 1.0, "grad_mb": 1.0}]}
-    assert profiler.missing_measurements(complete) is None
+    assert profiler.missing_measurements(complete) is None and profiler.missing_measurements(complete, True) is None
     without = lambda key: {k: v for k, v in complete.items() if k != key}  # noqa: E731
     assert "T_grad_ms" in profiler.missing_measurements(without("T_grad_ms"))
-    assert "T_grad_chunks_ms" in profiler.missing_measurements(without("T_grad_chunks_ms"))
-    if measure.allocator_mb() is not None:  # where the allocator keeps statistics, profiles measure memory
-        assert "memory model" in profiler.missing_measurements(without("memory"))
+    assert "first_calls" in profiler.missing_measurements(without("first_calls"))
+    # what only a memory budget needs is measured again only when --memory asks for it
+    assert profiler.missing_measurements(without("T_grad_chunks_ms")) is None
+    assert "T_grad_chunks_ms" in profiler.missing_measurements(without("T_grad_chunks_ms"), memory=True)
+    assert profiler.missing_measurements(without("memory")) is None
+    if measure.allocator_mb() is not None:  # where the allocator keeps statistics
+        assert "memory model" in profiler.missing_measurements(without("memory"), memory=True)
 
 
 def test_bad_inputs_are_user_errors(tmp_path):
@@ -338,7 +349,8 @@ def test_a_profile_of_the_other_batchnorm_mode_is_refused():
 def test_validation_scales_predictions_by_the_live_anchor_and_restores_the_weights(tmp_path, capsys, monkeypatch):
     tf.keras.utils.set_random_seed(0)
     model = branching_cnn()
-    profile = profiler.profile_model(model, 16, num_iterations=2, repeats=3, logdir=str(tmp_path / "trace"))
+    profile = profiler.profile_model(model, 16, num_iterations=2, repeats=3, logdir=str(tmp_path / "trace"),
+                                     memory=True)
     before = [w.copy() for w in model.get_weights()]
     results = profiler.validate_time_model(model, profile, 16, selections=2, steps=3)
     assert [r["selection"] for r in results] == ["head", "path", "full", "random 1", "random 2"]
