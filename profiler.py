@@ -39,10 +39,11 @@ from utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text
 
 
 # Rounds of every calibration step before timing: a new process's first few dozen steps run
-# 10-25 % slower (docs/benchmarks/profiler.md). The profile's 4 rounds of its 11 functions are 44 steps
-# after their first calls (10 rounds until issue 75: the time model's error measured no worse, its
-# "Profile speed"); --validate keeps its own 10, so that its measurements are those it made before.
-WARM_UP_ROUNDS = 4
+# 10-25 % slower (docs/benchmarks/profiler.md). The profile's 3 rounds of its 12 functions are 36 steps
+# after their first calls (10 rounds until issue 75: the time model's error measured no worse,
+# docs/benchmarks/profiler.md, "The profile's cost"); --validate keeps its own 10, so that its
+# measurements are made as before.
+WARM_UP_ROUNDS = 3
 VALIDATE_WARM_UP_ROUNDS = 10
 CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
 CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit
@@ -324,7 +325,7 @@ def random_batch(model: tf.keras.Model, batch_size: int, seed: int = 0) -> Tuple
 
 
 def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int = 5,
-                  repeats: int = 12, logdir: Optional[str] = None, csv_path: Optional[str] = None,
+                  repeats: int = 9, logdir: Optional[str] = None, csv_path: Optional[str] = None,
                   optimizer: str = "sgd", meta: Optional[Dict] = None,
                   from_trace: Optional[str] = None, seed: int = 0, memory: bool = False) -> Dict:
     """The timing table (docs/design.md §3, tensors in model.trainable_weights order) of one
@@ -643,7 +644,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="optimizer whose update is timed (use the one you train with)")
     parser.add_argument("--num_iterations", type=positive_int, default=5,
                         help="training steps recorded in the trace")
-    parser.add_argument("--repeats", type=positive_int, default=12,
+    parser.add_argument("--repeats", type=positive_int, default=9,
                         help="timed steps of each calibration selection (classifier only, deepest "
                              "layer only, everything)")
     parser.add_argument("--output_dir", default="profile_extracted", help="where profiles go")
