@@ -38,12 +38,12 @@ from schemes.probe import break_even_calls, free_batch_gradients, micro_batched_
 from utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
 
-# Rounds of every calibration step before timing: a new process's first few dozen steps run
-# 10-25 % slower (docs/benchmarks/profiler.md). The profile's 3 rounds of its 12 functions are 36 steps
-# after their first calls (10 rounds until issue 75: the time model's error measured no worse,
-# docs/benchmarks/profiler.md, "The profile's cost"); --validate keeps its own 10, so that its
-# measurements are made as before.
-WARM_UP_ROUNDS = 3
+# Rounds of every calibration step after its first call and before timing: a new process's first few
+# dozen steps run 10-25 % slower (docs/benchmarks/profiler.md), and the calibration's times are medians
+# over CALIBRATION_ROUNDS rounds, so a slow first round does not decide them (10 rounds until issue 75:
+# the time model's error measured no worse, docs/benchmarks/profiler.md, "The profile's cost");
+# --validate keeps its own 10, so that its measurements are made as before.
+WARM_UP_ROUNDS = 1
 VALIDATE_WARM_UP_ROUNDS = 10
 CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
 CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit
