@@ -313,7 +313,7 @@ FRONTIER_COMPARED = (("elastic_training", 0.533, "paper"), ("elastic_training", 
 # Issue 34's candidate selectors, each added to FRONTIER_COMPARED before any run of its own and run on
 # the design draws (and the eleventh and seventeenth on their judging draws). Retired in issue 54: no
 # plan runs them, and their committed results stay compared rows of the frontier tables. They run at
-# the tag study-candidates (docs/benchmarks/selector.md, "The candidates, retired").
+# commit 78d1cd2 (docs/benchmarks/selector.md, "The candidates, retired").
 RETIRED_COMPARED = ("elastic_heldout_training", "elastic_window_training", "elastic_heldout_window_training",
                     "depth_schedule_training", "anchored_window_training", "adapted_anchored_training",
                     "nearest_anchored_training", "filled_anchored_training", "steady_anchored_training",

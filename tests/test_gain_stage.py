@@ -191,7 +191,7 @@ def test_steps_of_several_kinds_are_timed_by_each_kinds_median_weighted_by_its_s
 # (model, rho, rho_mode, look batches, a validation split, a stage forced on the look) -> the stage
 # named, then each period's rotation flag and its four steps' masks (forward order, 1: trained). These
 # are the selections open_loop_anchored_training made on the same seed (compared step by step in
-# tests/test_gain_stage_against_seventeenth.py before that class was retired, at study-candidates).
+# tests/test_gain_stage_against_seventeenth.py before that class was retired, at commit 78d1cd2).
 PINNED = [
     ((tiny_model, 0.6, "exact", 3, True, None), 0,
      [(1, "111111111 000000011 000000011 000000011"), (1, "000000011 000000011 000000011 000000011"),

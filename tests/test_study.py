@@ -490,12 +490,6 @@ def test_time_model_benchmark_reads_the_profiler_s_own_output(capsys):
         bench_time_model.parse_output("Traceback: out of memory")
 
 
-def test_gated_step_benchmark_refuses_a_bad_step_count_in_one_line():
-    done = subprocess.run([sys.executable, "-m", "bench.gated_step", "--steps", "0"],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert done.returncode == 2 and "--steps" in done.stderr and "Traceback" not in done.stderr
-
-
 def test_compile_benchmark_refuses_bad_grappler_options_in_one_line():
     for bad in ("{oops", "[]"):
         done = subprocess.run([sys.executable, "-m", "bench.compile", "--grappler", bad],
