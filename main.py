@@ -9,7 +9,7 @@ import time
 
 PROCESS_START = time.perf_counter()  # the whole process's wall time counts from here (summary)
 
-import tf_environment  # noqa: E402,F401  (first: prepares TensorFlow's environment before TensorFlow loads)
+from elastic_trainer import tf_environment  # noqa: E402,F401  (first: prepares TensorFlow's environment before TensorFlow loads)
 import contextlib
 import dataclasses
 import logging
@@ -19,19 +19,19 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-import checkpoints
+from elastic_trainer import checkpoints
 import data
-import energy
+from elastic_trainer import energy
 import models
-import profile_tables
-from cli import parse_args, resolve_config
-from measure import peak_memory_mb
-from run_outputs import RunOutputs, provenance
-from run_control import StartupClock
-from run_summary import report
+from elastic_trainer import profile_tables
+from elastic_trainer.cli import parse_args, resolve_config
+from elastic_trainer.measure import peak_memory_mb
+from elastic_trainer.run_outputs import RunOutputs, provenance
+from elastic_trainer.run_control import StartupClock
+from elastic_trainer.run_summary import report
 from schemes import SCHEMES
 from train import train
-from utils import UserError, run_cli
+from elastic_trainer.utils import UserError, run_cli
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

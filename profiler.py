@@ -6,7 +6,7 @@ Traces real training steps (TensorBoard's Profile tab), turns the trace into xpr
 table (CSV), maps every gradient and optimizer op to its tensors through the step's gradient graph,
 and saves per-tensor `t_dw` / `t_dy` with the measured forward, backward and full steps (JSON).
 """
-import tf_environment  # noqa: F401  (first: prepares TensorFlow's environment before TensorFlow loads)
+from elastic_trainer import tf_environment  # noqa: F401  (first: prepares TensorFlow's environment before TensorFlow loads)
 import argparse
 import contextlib
 import datetime
@@ -27,15 +27,15 @@ import numpy as np
 import tensorflow as tf
 
 from models import gradient_check, gradient_filter as filtering
-import memory_model
+from elastic_trainer import memory_model
 import models
-import profile_tables
+from elastic_trainer import profile_tables
 from train_step import (StepCache, TrainStep, eager_gradients, forward_function, full_gradients, make_optimizer,
                         preserved_state, shared_forward)
-from measure import (allocator_device, allocator_mb, MB, reset_peak, round_medians, typical_ms, wall_time_samples,
+from elastic_trainer.measure import (allocator_device, allocator_mb, MB, reset_peak, round_medians, typical_ms, wall_time_samples,
                      wall_times_ms)
 from schemes.probe import break_even_calls, free_batch_gradients, micro_batched_gradients, PROBE_COST_KEYS
-from utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
+from elastic_trainer.utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
 
 # Rounds of every calibration step after its first call and before timing: a new process's first few
@@ -581,7 +581,7 @@ def plot_profile(profile: Dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from utils import atomic_path
+    from elastic_trainer.utils import atomic_path
 
     tensors = profile["tensors"]
     index = np.arange(len(tensors))

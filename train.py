@@ -14,18 +14,18 @@ import tensorflow as tf
 from tqdm import tqdm
 
 import models
-import checkpoints
-from config import TrainConfig
-from deadline import RunDeadline
-from energy import Meter
-from run_outputs import RunOutputs
+from elastic_trainer import checkpoints
+from elastic_trainer.config import TrainConfig
+from elastic_trainer.deadline import RunDeadline
+from elastic_trainer.energy import Meter
+from elastic_trainer.run_outputs import RunOutputs
 from schemes import SCHEMES, Context, Scheme, classifier_mask
-from measure import AllocatorPhases, measure_reference, reset_peak
-from run_control import RunInterrupted, StopRequest, Stopwatch, TrainingDiverged
-from run_summary import (compile_seconds, energy_summary, epoch_energy, epoch_scalars, history_entry, memory_summary,
+from elastic_trainer.measure import AllocatorPhases, measure_reference, reset_peak
+from elastic_trainer.run_control import RunInterrupted, StopRequest, Stopwatch, TrainingDiverged
+from elastic_trainer.run_summary import (compile_seconds, energy_summary, epoch_energy, epoch_scalars, history_entry, memory_summary,
                          mixed_reference, selected_epoch, summarize)
 from train_step import StepCache, make_evaluator, make_optimizer
-from utils import FirstBatches, at_chance
+from elastic_trainer.utils import FirstBatches, at_chance
 
 @dataclasses.dataclass
 class LoopState:

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def measure(model_name: str, input_size: int, batch_size: int) -> Dict[str, float]:
     """Step times (ms) and peak RSS (MB) of this process, with whatever allocator it started with."""
-    import tf_environment  # noqa: F401  (first: TensorFlow's environment; keeps a set allocator choice)
+    from elastic_trainer import tf_environment  # noqa: F401  (first: TensorFlow's environment; keeps a set allocator choice)
     import resource
     import time
 

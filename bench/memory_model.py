@@ -26,7 +26,7 @@ out. The profiler measures the same model
 """
 from __future__ import annotations
 
-import tf_environment  # noqa: F401  (first of the repository's modules)
+from elastic_trainer import tf_environment  # noqa: F401  (first of the repository's modules)
 import argparse
 from typing import Dict, List, Tuple
 

@@ -17,7 +17,7 @@ import statistics
 import time
 from typing import List
 
-from utils import positive_int
+from elastic_trainer.utils import positive_int
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -33,7 +33,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    import tf_environment  # noqa: F401  (first: TensorFlow's environment)
+    from elastic_trainer import tf_environment  # noqa: F401  (first: TensorFlow's environment)
     import models
     from profiler import random_batch
     from schemes.probe import ImportanceProbe

@@ -26,7 +26,7 @@ is quiet. It prints; it asserts nothing.
 """
 from __future__ import annotations
 
-import tf_environment  # noqa: F401  (first: TensorFlow's environment before TensorFlow loads)
+from elastic_trainer import tf_environment  # noqa: F401  (first: TensorFlow's environment before TensorFlow loads)
 import argparse
 import os
 import subprocess
@@ -35,7 +35,7 @@ import time
 from typing import Dict
 
 from bench import publish_report
-from utils import positive_int, run_cli
+from elastic_trainer.utils import positive_int, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The paper's CUB-200 run (docs/paper.md, "Protocol"; the split sizes are TFDS caltech_birds2011's):
@@ -78,12 +78,12 @@ def measure(args: argparse.Namespace) -> Dict[str, float]:
     import tensorflow as tf
 
     import models
-    import profile_tables
+    from elastic_trainer import profile_tables
     import profiler
     import schemes
     import train_step
     from train_step import make_optimizer
-    from measure import typical_ms, wall_time_samples
+    from elastic_trainer.measure import typical_ms, wall_time_samples
     imported = time.perf_counter() - start
 
     name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size, "frozen")

@@ -33,12 +33,12 @@ if ROOT not in sys.path:
 
 def make_run_folder(folder: str, model_name: str, input_size: int, num_classes: int) -> None:
     """A run folder as main.py leaves it mid-run (two checkpoints kept), from a real model."""
-    import tf_environment  # noqa: F401
+    from elastic_trainer import tf_environment  # noqa: F401
     import numpy as np
     import tensorflow as tf
 
     import models
-    from checkpoints import RunCheckpoints
+    from elastic_trainer.checkpoints import RunCheckpoints
     from train_step import make_optimizer
 
     model = models.build_model(model_name, num_classes, input_size, weights=None)
@@ -164,7 +164,7 @@ def main(argv=None) -> int:
         import datetime
         import socket
 
-        from run_outputs import code_state
+        from elastic_trainer.run_outputs import code_state
 
         state = code_state()
         lines += ["", f"Command: `python -m bench.ray_push {' '.join(argv if argv is not None else sys.argv[1:])}`; "
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
         report = "\n".join(lines) + "\n"
         print(report)
         if args.output:
-            from utils import atomic_write_text
+            from elastic_trainer.utils import atomic_write_text
             atomic_write_text(args.output, report)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -13,13 +13,13 @@ A benchmark: it prints, it asserts nothing.
 """
 from __future__ import annotations
 
-import tf_environment  # noqa: F401  (first: TensorFlow's environment before TensorFlow loads)
+from elastic_trainer import tf_environment  # noqa: F401  (first: TensorFlow's environment before TensorFlow loads)
 import argparse
 import gc
 import os
 import sys
 
-from utils import atomic_path, run_cli
+from elastic_trainer.utils import atomic_path, run_cli
 
 
 def rss_mb() -> float:

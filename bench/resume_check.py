@@ -31,7 +31,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from experiments.study_plans import PROTOCOLS, require_backbone
-from utils import UserError, atomic_write_text, reported_accuracy, run_cli
+from elastic_trainer.utils import UserError, atomic_write_text, reported_accuracy, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -16,13 +16,13 @@ A benchmark: it prints, it asserts nothing.
 """
 from __future__ import annotations
 
-import tf_environment  # noqa: F401  (first: TensorFlow's environment before TensorFlow loads)
+from elastic_trainer import tf_environment  # noqa: F401  (first: TensorFlow's environment before TensorFlow loads)
 import argparse
 import os
 import sys
 import time
 
-from utils import UserError, run_cli
+from elastic_trainer.utils import UserError, run_cli
 
 
 def main(argv=None) -> int:
@@ -45,12 +45,12 @@ def main(argv=None) -> int:
 
     import data
     import models
-    import profile_tables
+    from elastic_trainer import profile_tables
     import profiler
     import schemes
     import train_step
     from train_step import make_optimizer
-    from measure import typical_ms, wall_time_samples, wall_times_ms
+    from elastic_trainer.measure import typical_ms, wall_time_samples, wall_times_ms
 
     num_classes = data.num_classes(args.dataset_name, args.data_dir)
     model = models.build_model(args.model_name, num_classes, args.input_size, args.weights, args.bn_mode)

@@ -26,7 +26,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from bench import publish_report
-from utils import UserError, atomic_write_text, run_cli
+from elastic_trainer.utils import UserError, atomic_write_text, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from experiments import sharding
 from experiments.runner import add_distribution_flags, check_main_arguments, distribution, train_all
 from experiments.study_plans import PROTOCOLS
-from utils import HelpFormatter, UserError, atomic_write_text, run_cli
+from elastic_trainer.utils import HelpFormatter, UserError, atomic_write_text, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -270,7 +270,7 @@ def num_classes(dataset: str) -> int:
 
 
 def profile_path(model: str, input_size: int, classes: int, batch: int) -> str:
-    import profile_tables
+    from elastic_trainer import profile_tables
     return os.path.join(ROOT, "profile_extracted",
                         profile_tables.profile_name(model, input_size, classes, batch, "frozen") + ".json")
 

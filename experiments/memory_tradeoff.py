@@ -26,7 +26,7 @@ from experiments.runner import ROOT, train_all
 from experiments.study_plans import PROTOCOLS, profiler_arguments, protocol_flags, require_backbone
 from experiments.study_stats import mean_std, paired_interval, plus_minus
 from experiments.study_table import provenance_note
-from utils import HelpFormatter, UserError, atomic_write_json, read_json
+from elastic_trainer.utils import HelpFormatter, UserError, atomic_write_json, read_json
 
 STUDY = "parts_mobilenetv2"
 INPUT_SIZE = 128

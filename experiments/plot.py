@@ -28,8 +28,8 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from experiments.study_table import config_name  # (runs that differ only in seed share it)
-import selection_picture
-from utils import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, INTERNALS, SELECTION_TAG, SPLITS, UserError,
+from elastic_trainer import selection_picture
+from elastic_trainer.utils import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, INTERNALS, SELECTION_TAG, SPLITS, UserError,
                    atomic_path, reported_accuracy, run_cli)
 
 MASK_TAG = "elastic/selection_masks"  # runs logged before the pictures: a band of pixels per selection so far
@@ -328,7 +328,7 @@ def energy_rows(summaries: Sequence[Dict]) -> List[Dict]:
             groups.setdefault(config_name(summary["run_name"]), []).append(summary)
     if not groups:
         raise UserError("none of these runs measured energy: their device exposed no readable meter "
-                        "(main.py --energy_meter; energy.py lists the readers)")
+                        "(main.py --energy_meter; elastic_trainer/energy.py lists the readers)")
 
     return [{"config": name, "runs": len(runs), "meter": runs[0].get("energy_meter"),
              "joules": _mean_std([run["energy_joules"] for run in runs]),

@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from experiments import ray_node
 from experiments.runner import accuracy_line
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 RESOURCE = "elastic_trainer_device"
 KIND_PREFIX = "elastic_trainer_kind:"

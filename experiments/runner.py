@@ -18,7 +18,7 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from experiments.sharding import Shard, host_name, resolve_shard
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -28,7 +28,7 @@ Job = Tuple[str, List[str]]  # (run name, main.py flags; they include --logdir a
 def check_main_arguments(name: str, arguments: Sequence[str]) -> None:
     """Parse a run's flags with main.py's own parser (so a renamed flag is caught before hours of
     training); UserError naming the run when they do not parse."""
-    import cli  # main.py's parser; importing it loads TensorFlow once
+    from elastic_trainer import cli  # main.py's parser; importing it loads TensorFlow once
 
     stderr = io.StringIO()
     try:

@@ -32,7 +32,7 @@ from experiments.study_deadline import JUDGED_DRAWS as DEADLINE_DRAWS, TASKS as 
 from experiments.study_plans import (FRONTIER_COMPARED, JUDGEMENT_DRAWS, JUDGEMENT_SEEDS, PLANS, PROTOCOLS,
                                      REGIME_BLOCK_RANGES, TASKS, Run, plan_runs, profiler_arguments, plan_protocol,
                                      require_backbone, study_key, task_name, validation_flags)
-from utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text
+from elastic_trainer.utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -31,7 +31,7 @@ import numpy as np
 from experiments import study_plans, study_stats
 from experiments.runner import train_all
 from experiments.sharding import host_name
-from utils import UserError, atomic_write_json, atomic_write_text
+from elastic_trainer.utils import UserError, atomic_write_json, atomic_write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results", "deadline_64")

@@ -11,7 +11,7 @@ import os
 from typing import Dict, List, Sequence
 
 from experiments.study_stats import mean_std, plus_minus
-from utils import UserError, atomic_path
+from elastic_trainer.utils import UserError, atomic_path
 
 FLOOR, CEILING = "traditional_tl_training", "full_training"
 BUDGET = "elastic_training_rho0.533_paper"  # the paper's "50 %" run: its step ratio is the budget

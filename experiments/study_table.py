@@ -13,7 +13,7 @@ import statistics
 from typing import Callable, Dict, List, Optional, Sequence
 
 from experiments.study_stats import mean_std, plus_minus
-from utils import UserError, atomic_path, atomic_write_text, overhead_share
+from elastic_trainer.utils import UserError, atomic_path, atomic_write_text, overhead_share
 
 # The paper's figures (ResNet50, CUB-200, ImageNet weights, Jetson TX2; docs/paper.md, Fig. 17), by the
 # config names of the study: accuracy % and speedup over full training in wall time.

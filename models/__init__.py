@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from models import efficientnet_lite
 from models.blocks import backbone_of
-from utils import UserError, atomic_path
+from elastic_trainer.utils import UserError, atomic_path
 
 CLASSIFIER_NAME = "classifier"
 # How a classifier that no weights file provides starts (--head_init). glorot: Keras's default, as

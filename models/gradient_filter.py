@@ -25,7 +25,7 @@ from typing import List, Sequence, Tuple
 import tensorflow as tf
 
 from models.blocks import CONVOLUTIONS, blocks
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 RADII = (2, 4, 7)  # the Gradient Filtering paper's patch sizes
 DEFAULT_RADIUS = 2  # gradient_filter_training's --gf_radius when none is given

@@ -21,7 +21,7 @@ from typing import Dict, List
 import tensorflow as tf
 
 from models.blocks import BLOCK_PATTERN
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 MARK = "_lite_"  # in the names of every branch layer
 

@@ -14,7 +14,7 @@ import models
 from train_step import OptimizerSetup
 
 if TYPE_CHECKING:  # the loop's types, for annotations only (kept out of the run-time imports)
-    from config import TrainConfig
+    from elastic_trainer.config import TrainConfig
     from schemes.time_budget import StepTimeController
     from train_step import StepCache
 

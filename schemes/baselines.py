@@ -12,10 +12,10 @@ import tensorflow as tf
 from models import gradient_filter
 from schemes.base import Context, Scheme, bn_plus_bias_mask, classifier_mask, kernels, layers_mask
 from schemes.time_budget import StepTimeController
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 if TYPE_CHECKING:
-    from config import TrainConfig
+    from elastic_trainer.config import TrainConfig
 
 PRUNE_PENALTY = 1e-4  # weight of the L1 penalty on kernels (PruneTrain baseline)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from models import gradient_filter
 from schemes.base import Scheme, layers_mask
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 
 class GradientFilterTraining(Scheme):

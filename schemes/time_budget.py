@@ -7,11 +7,11 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-import memory_model
-import profile_tables
+from elastic_trainer import memory_model
+from elastic_trainer import profile_tables
 import selection_solver_DP as solver
-from measure import allocator_mb, typical_ms
-from utils import UserError
+from elastic_trainer.measure import allocator_mb, typical_ms
+from elastic_trainer.utils import UserError
 
 
 class StepTimeController:

@@ -7,7 +7,7 @@ import numpy as np
 from models import lite_residual
 import models
 from schemes.base import Scheme, bias_mask
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 
 class TinyTLBias(Scheme):

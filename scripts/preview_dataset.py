@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from utils import UserError, atomic_path, run_cli
+from elastic_trainer.utils import UserError, atomic_path, run_cli
 
 
 def main(argv=None) -> int:

@@ -1,7 +1,7 @@
 """Shared fixtures. TensorFlow is quieted before any test module imports it."""
 from __future__ import annotations
 
-import tf_environment  # noqa: F401  (first: TensorFlow's environment; pytest.ini puts the root on sys.path)
+from elastic_trainer import tf_environment  # noqa: F401  (first: TensorFlow's environment; pytest.ini puts the root on sys.path)
 import os
 
 import pytest
@@ -51,7 +51,7 @@ def workdir(tmp_path_factory, tfds_dir):
 def run_main(workdir, tfds_dir, *arguments) -> int:
     """main.py in this process, in `workdir`, on the small embedded setup (MAIN_BASE)."""
     import main
-    from utils import run_cli
+    from elastic_trainer.utils import run_cli
 
     cwd = os.getcwd()
     os.chdir(workdir)

@@ -35,7 +35,7 @@ def main_flags(*extra: str):
 def prepare_resume(workdir, tfds_dir, name: str, config_changes=None, checkpoint: str = ""):
     """A run folder for --resume cases: its config.json as main.py would write it for MAIN_BASE
     (with `config_changes`), and optionally a checkpoint file with `checkpoint` as content."""
-    import cli
+    from elastic_trainer import cli
 
     cwd = os.getcwd()
     os.chdir(workdir)
@@ -185,7 +185,7 @@ def test_the_readme_table_lists_every_case():
 
 
 def test_random_weights_with_frozen_batchnorm_are_flagged(tmp_path, caplog):
-    import cli
+    from elastic_trainer import cli
 
     for bn_mode, flagged in (("frozen", True), ("train", False)):
         caplog.clear()

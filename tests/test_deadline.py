@@ -11,19 +11,19 @@ import signal
 import pytest
 import tensorflow as tf
 
-import cli
-import deadline
-import run_control
+from elastic_trainer import cli
+from elastic_trainer import deadline
+from elastic_trainer import run_control
 import train
-from deadline import Costs, Deadline, measured_costs, selection_due
-from run_outputs import RunOutputs, summary_results
+from elastic_trainer.deadline import Costs, Deadline, measured_costs, selection_due
+from elastic_trainer.run_outputs import RunOutputs, summary_results
 from schemes import SCHEMES
 from schemes.elastic import ElasticTraining
 from schemes.gain_stage import GainStageTraining
 from test_resume import SignalAt
 from test_train import config, make_context, tiny_data, tiny_model, tiny_profile
 from train_step import PlannedCosineDecay, make_optimizer
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 
 @pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("1.5m", 90), ("5min", 300), ("1h", 3600),

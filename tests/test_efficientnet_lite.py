@@ -20,7 +20,7 @@ from PIL import Image
 import models
 from models import efficientnet_lite, torch_checkpoint
 from models.blocks import CONVOLUTIONS, blocks, resolution_stages
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 # The magic number and protocol version torch's legacy `torch.save` writes first (spelled out here,
 # not taken from the reader, so the test file below is an independent reference).

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-import energy
-from utils import UserError
+from elastic_trainer import energy
+from elastic_trainer.utils import UserError
 
 
 def write(path, text):

@@ -24,7 +24,7 @@ from tensorflow_datasets.image_classification import mnist
 
 import data
 from data import draws, fashion_mnist
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLASS_SIZES = [66] * 9 + [44]  # training images a class: "Ankle boot" (9) holds two draws of N=2, the others three
@@ -214,13 +214,13 @@ def test_a_draw_past_a_class_is_refused(prepared):
 
 
 def test_draw_names_are_accepted_and_the_pattern_shown(tmp_path):
-    import cli
+    from elastic_trainer import cli
 
     args = cli.parse_args(["--dataset_name", "fashion_mnist_shot10_seed0", "--logdir", str(tmp_path)])
     config = cli.resolve_config(args)
     assert config.dataset_name == "fashion_mnist_shot10_seed0" and config.validation == "fresh"
     assert config.num_classes == 10
-    from run_outputs import applied_settings
+    from elastic_trainer.run_outputs import applied_settings
     assert applied_settings(config, budgeted=False, periodic=False)["dataset_name"] == "fashion_mnist_shot10_seed0"
     for wrong in ("fashion_mnist_shot0_seed0", "fashion_mnist_shot10_seed01", "embedded_shapes_shot10_seed0"):
         with pytest.raises(SystemExit):

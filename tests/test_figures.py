@@ -14,8 +14,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from experiments import figures, plot, runner
-from run_outputs import RunOutputs
-from utils import UserError
+from elastic_trainer.run_outputs import RunOutputs
+from elastic_trainer.utils import UserError
 
 MASKS = [[1, 1, 0, 0, 1, 1], [0, 1, 1, 0, 0, 1], [0, 0, 0, 1, 1, 1]]
 
@@ -253,8 +253,8 @@ def accepted_flags(path: str) -> str:
         text += open(os.path.join(ROOT, module.replace(".", "/") + ".py")).read()
     for module in set(re.findall(r"^from (experiments\.\w+) import [^\n]*add_distribution_flags", text, re.M)):
         text += open(os.path.join(ROOT, module.replace(".", "/") + ".py")).read()
-    if path == "main.py":  # its parser lives in cli.py; each scheme declares its own flags (Scheme.add_flags)
-        text += open(os.path.join(ROOT, "cli.py")).read()
+    if path == "main.py":  # its parser lives in elastic_trainer/cli.py; each scheme declares its own flags (Scheme.add_flags)
+        text += open(os.path.join(ROOT, "elastic_trainer", "cli.py")).read()
         text += "".join(open(scheme).read() for scheme in glob.glob(os.path.join(ROOT, "schemes", "*.py")))
     return text
 
@@ -297,7 +297,7 @@ def test_every_command_the_documents_quote_names_a_script_that_exists_and_takes_
 
 def test_the_readmes_own_model_commands_parse_with_the_real_parsers():
     """main.py's and profiler.py's own parsers accept the README's "own model" commands."""
-    import cli
+    from elastic_trainer import cli
     import profiler
 
     README = open(os.path.join(ROOT, "README.md")).read().splitlines()[:40]
@@ -320,8 +320,8 @@ def logged_pictures(run_dir: str, tag: str):
 
 
 def test_tensorboard_gets_a_picture_of_every_selection_so_far_and_of_each_one_at_its_card_width(tmp_path):
-    import selection_picture
-    from utils import SELECTION_PICTURE_TAG, SELECTIONS_PICTURE_TAG
+    from elastic_trainer import selection_picture
+    from elastic_trainer.utils import SELECTION_PICTURE_TAG, SELECTIONS_PICTURE_TAG
 
     outputs = RunOutputs(str(tmp_path), "pictures", "mobilenetv2", 4, 32)
     outputs.mask_layout([("stem", 0), ("block_1", 2)], classifier=4, steps_per_epoch=10)
@@ -350,7 +350,7 @@ def test_tensorboard_gets_a_picture_of_every_selection_so_far_and_of_each_one_at
 
 
 def test_block_names_that_would_overlap_give_way_to_the_classifier_and_earlier_blocks():
-    import selection_picture
+    from elastic_trainer import selection_picture
 
     blocks = [("stem", 0), ("a", 1), ("b", 2), ("c", 8)]
     placed = selection_picture.block_ticks(blocks, 14, classifier=12, rows_per_label=2.5)

@@ -15,7 +15,7 @@ from schemes.gain_stage import (EXACT_SHARE, KEEP_SHARE, LOOK_IMAGES, PAPER_SHAR
                                 fill_above, gaining_stage, nearest_window, nothing_below, reach_from, stage_first_scores,
                                 stage_sums, weighted_median_ms)
 from test_train import config, make_context, tiny_data, tiny_model
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 TRAIN_TYPE = "gain_stage_training"
 
@@ -177,7 +177,7 @@ def test_the_reach_is_the_contiguous_top_from_a_blocks_first_tensor():
 def test_steps_of_several_kinds_are_timed_by_each_kinds_median_weighted_by_its_share():
     assert weighted_median_ms({"reach": [10.0, 12.0, 50.0], "head": [4.0], "whole": []}) == pytest.approx((3 * 12 + 4) / 4)
     assert math.isnan(weighted_median_ms({"reach": [], "head": []}))
-    from run_summary import mixed_reference
+    from elastic_trainer.run_summary import mixed_reference
 
     one = {"reference_full_step_ms": 10.0, "reference_selection_step_ms": 5.0, "reference_seconds": 1.0}
     two = {"reference_full_step_ms": 12.0, "reference_selection_step_ms": 9.0, "reference_seconds": 2.0}
@@ -339,7 +339,7 @@ def test_where_the_look_names_the_top_the_budget_it_leaves_is_spent_below_it():
 def test_the_loop_trains_the_rotations_steps_and_times_them_as_a_mix(tmp_path, monkeypatch):
     import schemes
     import train
-    from run_outputs import RunOutputs
+    from elastic_trainer.run_outputs import RunOutputs
     from test_train import tiny_profile
 
     monkeypatch.setattr("schemes.gain_stage.gaining_stage", lambda sums: 0)  # the look names the first stage
@@ -385,8 +385,8 @@ def test_a_look_longer_than_the_validation_split_is_refused_with_the_images_it_n
 
 
 def test_look_batches_goes_with_gain_stage_training_alone(tmp_path):
-    import cli
-    from checkpoints import config_differences
+    from elastic_trainer import cli
+    from elastic_trainer.checkpoints import config_differences
 
     base = ["--model_name", "mobilenetv2", "--dataset_name", "embedded_parts", "--input_size", "64",
             "--batch_size", "32", "--train_type", TRAIN_TYPE, "--logdir", str(tmp_path)]
@@ -452,7 +452,7 @@ def test_a_look_longer_than_the_validation_split_is_refused_before_anything_is_w
 
 
 def test_main_offers_the_papers_schemes_and_this_one_selector():
-    import cli
+    from elastic_trainer import cli
     choices = next(action for action in cli.build_parser()._actions if action.dest == "train_type").choices
     assert len(choices) <= 15 and "gain_stage_training" in choices and "elastic_training" in choices
     assert not [name for name in choices if "anchored" in name or "heldout" in name or "window" in name]

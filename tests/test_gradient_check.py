@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import profile_tables
+from elastic_trainer import profile_tables
 from models import gradient_check
 
 

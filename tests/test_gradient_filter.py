@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 
 from models import gradient_filter
-import profile_tables
+from elastic_trainer import profile_tables
 import profiler
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 CASES = [  # input side, kernel, stride, padding, radius
     (8, 3, 1, "same", 2), (8, 3, 2, "same", 2), (8, 1, 1, "valid", 2), (9, 3, 2, "valid", 2),

@@ -12,7 +12,7 @@ import profiler
 import schemes
 import train_step
 from train_step import make_optimizer
-from utils import UserError
+from elastic_trainer.utils import UserError
 from test_gradient_filter import small_backbone_model
 
 

@@ -117,7 +117,7 @@ def test_every_recorded_config_replays_to_the_same_config(tmp_path, tfds_dir, tr
     """What a run records (config.json) is accepted back by --config and resolves to the same run."""
     import dataclasses
 
-    import cli
+    from elastic_trainer import cli
 
     arguments = ["--train_type", train_type, "--dataset_name", "embedded_shapes", "--model_name", "mobilenetv2",
                  "--input_size", "32", "--batch_size", "64", "--data_dir", tfds_dir, "--seed", "3",
@@ -131,7 +131,7 @@ def test_every_recorded_config_replays_to_the_same_config(tmp_path, tfds_dir, tr
 
 
 def test_resume_with_only_the_run_name_takes_the_runs_own_flags(tmp_path, tfds_dir):
-    import cli
+    from elastic_trainer import cli
 
     run_dir = tmp_path / "R"
     run_dir.mkdir()
@@ -147,7 +147,7 @@ def test_resume_with_only_the_run_name_takes_the_runs_own_flags(tmp_path, tfds_d
                                               ('{"seed": ', "is not valid JSON")])
 def test_a_bad_config_is_one_clear_message(tmp_path, capsys, content, message):
     import main
-    from utils import run_cli
+    from elastic_trainer.utils import run_cli
 
     path = tmp_path / "config.json"
     path.write_text(content)
@@ -159,7 +159,7 @@ def test_a_bad_config_is_one_clear_message(tmp_path, capsys, content, message):
 def test_a_replay_works_out_again_what_followed_from_the_replaced_flags(tmp_path, tfds_dir):
     import dataclasses
 
-    import cli
+    from elastic_trainer import cli
 
     arguments = ["--train_type", "elastic_training", "--dataset_name", "embedded_shapes", "--model_name",
                  "mobilenetv2", "--input_size", "32", "--batch_size", "64", "--data_dir", tfds_dir,
@@ -177,7 +177,7 @@ def test_a_replay_works_out_again_what_followed_from_the_replaced_flags(tmp_path
 def test_a_replay_keeps_the_recorded_validation_split_unless_a_share_is_typed(tmp_path, tfds_dir):
     import dataclasses
 
-    import cli
+    from elastic_trainer import cli
 
     arguments = ["--dataset_name", "embedded_shapes", "--model_name", "mobilenetv2", "--input_size", "32",
                  "--data_dir", tfds_dir, "--logdir", str(tmp_path), "--run_name", "mine"]

@@ -1,4 +1,4 @@
-"""The memory model (memory_model.py), the profile's memory columns, the controller's memory budget,
+"""The memory model (elastic_trainer/memory_model.py), the profile's memory columns, the controller's memory budget,
 the probe in micro-batches, and --memory_budget_mb end to end."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-import memory_model
+from elastic_trainer import memory_model
 from conftest import run_main as run
 
 

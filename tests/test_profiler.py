@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import memory_model
+from elastic_trainer import memory_model
 import models
-import profile_tables
+from elastic_trainer import profile_tables
 import profiler
-import measure
+from elastic_trainer import measure
 from schemes import probe
-from utils import UserError, atomic_write_json
+from elastic_trainer.utils import UserError, atomic_write_json
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 META = dict(model_name="tiny", input_size=32, num_classes=5, batch_size=8, bn_mode="frozen", tensorflow_version="2.15.1",

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import MAIN_BASE
 from experiments import ray_executor, ray_node
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

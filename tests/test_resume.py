@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import checkpoints
+from elastic_trainer import checkpoints
 import data
-import run_control
+from elastic_trainer import run_control
 import train
 from conftest import MAIN_BASE, run_main
-from run_outputs import RunOutputs, truncate_events
+from elastic_trainer.run_outputs import RunOutputs, truncate_events
 from test_train import config, tiny_data, tiny_model, tiny_profile
 from train_step import make_optimizer
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -258,7 +258,7 @@ def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
 
 
 def test_resume_check_runs_parse_and_its_report_flags_every_difference():
-    import cli
+    from elastic_trainer import cli
     from bench import resume_check
 
     args = resume_check.parse_args([])
@@ -283,7 +283,7 @@ def test_resume_check_runs_parse_and_its_report_flags_every_difference():
 
 @pytest.mark.parametrize("earlier", [False, True])
 def test_a_checkpoint_that_cannot_be_written_says_what_is_left_and_leaves_no_partial_folder(tmp_path, earlier):
-    from utils import UserError
+    from elastic_trainer.utils import UserError
 
     model = tiny_model()
     saver = checkpoints.RunCheckpoints(str(tmp_path), model, make_optimizer("sgd", 0.01, 0, 10).optimizer)

@@ -23,7 +23,7 @@ TOY_SCHEME = '''
 import numpy as np
 
 from schemes.base import Scheme, classifier_mask
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 
 class EveryKth(Scheme):
@@ -54,9 +54,9 @@ class EveryKth(Scheme):
 
 CHECKS = '''
 import dataclasses, json, sys
-import cli
+from elastic_trainer import cli
 import main
-from utils import run_cli
+from elastic_trainer.utils import run_cli
 
 path = sys.argv[1]
 replayed = dataclasses.asdict(cli.resolve_config(cli.parse_args(["--config", path])))

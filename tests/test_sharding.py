@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from experiments import sharding, study, study_plans
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 
 @pytest.mark.parametrize("text, expected", [("1/3", (1, 3)), (" 3 / 3 ", (3, 3)), ("1/1", (1, 1))])

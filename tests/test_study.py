@@ -13,7 +13,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from experiments import study, study_depth, study_plans, study_table  # noqa: E402  (study: scripts/study.py's)
-from utils import UserError  # noqa: E402
+from elastic_trainer.utils import UserError  # noqa: E402
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def protocol(monkeypatch):
 @pytest.mark.parametrize("key", ["mobilenetv2", "parts_mobilenetv2", "shapes_seed1_mobilenetv2",
                                  "shapes_seed3_mobilenetv2"])
 def test_every_planned_run_parses_with_the_real_cli(protocol, key):
-    import cli
+    from elastic_trainer import cli
 
     for plan in study_plans.PLANS:
         if (plan == "judgement") != (study_plans.task_name(key) in study_plans.JUDGEMENT_DRAWS):
@@ -333,7 +333,7 @@ def test_speedup_to_target_needs_every_reference_seed_to_get_there(tmp_path):
 
 def test_overhead_bench_runs_parse_and_its_report_breaks_the_wall_time_down(protocol, tmp_path):
     from bench import overhead as bench_overhead
-    import cli
+    from elastic_trainer import cli
 
     args = bench_overhead.parse_args(["--epochs", "2", "--interval", "1", "--seeds", "0", "1",
                                       "--configs", "full_training", "elastic_training", "--extra", "--test_every_epoch"])

@@ -8,17 +8,17 @@ import pytest
 import tensorflow as tf
 
 import models
-import run_control
-import run_summary
+from elastic_trainer import run_control
+from elastic_trainer import run_summary
 import selection_solver_DP as solver
 import schemes
 import train
 from schemes import probe
 import train_step
-from config import TrainConfig
-from run_outputs import RunOutputs
+from elastic_trainer.config import TrainConfig
+from elastic_trainer.run_outputs import RunOutputs
 from train_step import make_optimizer
-from utils import UserError
+from elastic_trainer.utils import UserError
 
 TENSORS = ["conv/kernel:0", "conv/bias:0", "bn/gamma:0", "bn/beta:0", "conv2/kernel:0",
            "norm/gamma:0", "norm/beta:0", "classifier/kernel:0", "classifier/bias:0"]
@@ -454,7 +454,7 @@ def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
 
 @pytest.mark.parametrize("seconds, written", [(0.0, [8, 12]), (3600.0, [])])
 def test_epoch_ends_write_a_checkpoint_only_when_checkpoint_seconds_have_passed(tmp_path, seconds, written):
-    import checkpoints
+    from elastic_trainer import checkpoints
 
     outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
     train.train(config(num_epochs=3, logdir=str(tmp_path), checkpoint_seconds=seconds), tiny_model(), tiny_data(),
@@ -564,7 +564,7 @@ def test_summary_counts_a_slow_compile_and_splits_the_selection_overhead(tmp_pat
     assert parts["probe"] + parts["dp"] <= sum(summary["selection_seconds"])
     share = (summary["compile_seconds"] + sum(summary["selection_seconds"])) / summary["train_seconds"]
     assert summary["overhead_share"] == pytest.approx(share)
-    import run_summary
+    from elastic_trainer import run_summary
 
     for written in (summary, {k: v for k, v in summary.items() if k != "overhead_share"}):  # older summaries too
         run_summary.report(written, None)

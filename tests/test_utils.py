@@ -8,8 +8,8 @@ import stat
 import numpy as np
 import pytest
 
-import utils
-from utils import UserError, atomic_path, atomic_write_json, read_json, run_cli, str2bool
+from elastic_trainer import utils
+from elastic_trainer.utils import UserError, atomic_path, atomic_write_json, read_json, run_cli, str2bool
 
 
 def test_atomic_write_replaces_whole_files_with_normal_permissions(tmp_path):
@@ -59,7 +59,7 @@ def test_user_errors_become_one_line_and_exit_2(capsys):
 def test_a_run_records_its_code_commit_and_dirty_means_code_not_results(tmp_path):
     import subprocess
 
-    import run_outputs
+    from elastic_trainer import run_outputs
 
     def git(*arguments):
         subprocess.run(["git", *arguments], cwd=tmp_path, check=True, capture_output=True)

@@ -25,7 +25,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from utils import UserError, read_json
+from elastic_trainer.utils import UserError, read_json
 
 # Column ids of xprof's framework_op_stats table (labels differ between plugin versions).
 CSV_COLUMNS = ("rank", "host_or_device", "type", "operation", "occurrences", "total_time",

@@ -8,8 +8,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from config import TrainConfig
-from utils import overhead_share
+from elastic_trainer.config import TrainConfig
+from elastic_trainer.utils import overhead_share
 
 OVERHEAD_HINT_SHARE = 0.15  # above this share of probes and compiles, the summary suggests a longer --interval
 

@@ -3,6 +3,6 @@ profiler.py, scripts/, bench/) import it first, so TensorFlow starts with the pr
 (quiet C++ logging, oneDNN kernels on x86-64, no add-ons banner; see
 utils.prepare_tensorflow_environment) without a call between the imports.
 """
-from utils import prepare_tensorflow_environment
+from elastic_trainer.utils import prepare_tensorflow_environment
 
 prepare_tensorflow_environment()

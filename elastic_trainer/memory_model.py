@@ -24,7 +24,7 @@ from typing import Dict, Mapping, Optional, Sequence
 import numpy as np
 
 import selection_solver_DP as solver
-from profile_tables import MEMORY_KEYS, has_memory_model  # noqa: F401  (a profile's memory columns)
+from elastic_trainer.profile_tables import MEMORY_KEYS, has_memory_model  # noqa: F401  (a profile's memory columns)
 
 PROBE_COPIES = 5  # gradient-sized tensors the importance probe holds besides a pass's activations (probe_mb)
 ABOVE_FLOOR = 1.1  # with fewer than two depths whose steps (gradients off) pass 1.1 F, no line is fitted (fit)

@@ -14,20 +14,20 @@ import math
 import os
 from typing import Callable, Optional, Sequence
 
-import checkpoints
+from elastic_trainer import checkpoints
 import data
-import deadline
-import energy
+from elastic_trainer import deadline
+from elastic_trainer import energy
 import models
-import profile_tables
+from elastic_trainer import profile_tables
 import selection_solver_DP as solver
-from config import TrainConfig
+from elastic_trainer.config import TrainConfig
 from models import gradient_filter as filtering
-from run_outputs import unique_run_name
+from elastic_trainer.run_outputs import unique_run_name
 from schemes import SCHEMES
 from schemes.probe import PROBE_MODES
 from train_step import OPTIMIZERS
-from utils import HelpFormatter, UserError, ensure_writable_dir, positive_int, read_json, str2bool
+from elastic_trainer.utils import HelpFormatter, UserError, ensure_writable_dir, positive_int, read_json, str2bool
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:

@@ -31,8 +31,8 @@ import numpy as np
 import tensorflow as tf
 
 import models
-import selection_picture
-from utils import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, SELECTION_PICTURE_TAG, SELECTION_TAG,
+from elastic_trainer import selection_picture
+from elastic_trainer.utils import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, SELECTION_PICTURE_TAG, SELECTION_TAG,
                    SELECTIONS_PICTURE_TAG, atomic_path, atomic_write_json, atomic_write_text, ensure_writable_dir,
                    reported_accuracy, reported_accuracy_name, shown_scalar)
 
@@ -300,7 +300,7 @@ class RunOutputs:
         return path
 
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 
 
 def code_state(root: str = ROOT) -> Dict[str, Optional[object]]:
