@@ -19,19 +19,18 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from elastic_trainer import checkpoints
 import data
-from elastic_trainer import energy
 import models
-from elastic_trainer import profile_tables
+from elastic_trainer import checkpoints, energy, profile_tables
 from elastic_trainer.cli import parse_args, resolve_config
-from elastic_trainer.measure import peak_memory_mb
-from elastic_trainer.run_outputs import RunOutputs, provenance
+from elastic_trainer.command_line import UserError, run_cli
+from elastic_trainer.memory_stats import peak_memory_mb
+from elastic_trainer.provenance import provenance
 from elastic_trainer.run_control import StartupClock
+from elastic_trainer.run_outputs import RunOutputs
 from elastic_trainer.run_summary import report
 from schemes import SCHEMES
 from train import train
-from elastic_trainer.utils import UserError, run_cli
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

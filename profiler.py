@@ -26,16 +26,16 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from models import gradient_check, gradient_filter as filtering
-from elastic_trainer import memory_model
 import models
-from elastic_trainer import profile_tables
+from elastic_trainer import memory_model, profile_tables
+from elastic_trainer.command_line import HelpFormatter, UserError, positive_int, run_cli
+from elastic_trainer.files import atomic_write_json, atomic_write_text
+from elastic_trainer.memory_stats import allocator_device, allocator_mb, MB, reset_peak
+from elastic_trainer.step_timing import round_medians, typical_ms, wall_time_samples, wall_times_ms
+from models import gradient_check, gradient_filter as filtering
+from schemes.probe import break_even_calls, free_batch_gradients, micro_batched_gradients, PROBE_COST_KEYS
 from train_step import (StepCache, TrainStep, eager_gradients, forward_function, full_gradients, make_optimizer,
                         preserved_state, shared_forward)
-from elastic_trainer.measure import (allocator_device, allocator_mb, MB, reset_peak, round_medians, typical_ms, wall_time_samples,
-                     wall_times_ms)
-from schemes.probe import break_even_calls, free_batch_gradients, micro_batched_gradients, PROBE_COST_KEYS
-from elastic_trainer.utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text, positive_int, run_cli
 
 
 # Rounds of every calibration step after its first call and before timing: a new process's first few
@@ -581,7 +581,7 @@ def plot_profile(profile: Dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from elastic_trainer.utils import atomic_path
+    from elastic_trainer.files import atomic_path
 
     tensors = profile["tensors"]
     index = np.arange(len(tensors))

@@ -17,15 +17,16 @@ import models
 from elastic_trainer import checkpoints
 from elastic_trainer.config import TrainConfig
 from elastic_trainer.deadline import RunDeadline
+from elastic_trainer.diagnostics import FirstBatches, at_chance
 from elastic_trainer.energy import Meter
-from elastic_trainer.run_outputs import RunOutputs
-from schemes import SCHEMES, Context, Scheme, classifier_mask
-from elastic_trainer.measure import AllocatorPhases, measure_reference, reset_peak
+from elastic_trainer.memory_stats import AllocatorPhases, reset_peak
 from elastic_trainer.run_control import RunInterrupted, StopRequest, Stopwatch, TrainingDiverged
+from elastic_trainer.run_outputs import RunOutputs
 from elastic_trainer.run_summary import (compile_seconds, energy_summary, epoch_energy, epoch_scalars, history_entry, memory_summary,
                          mixed_reference, selected_epoch, summarize)
+from elastic_trainer.step_timing import measure_reference
+from schemes import SCHEMES, Context, Scheme, classifier_mask
 from train_step import StepCache, make_evaluator, make_optimizer
-from elastic_trainer.utils import FirstBatches, at_chance
 
 @dataclasses.dataclass
 class LoopState:
@@ -124,7 +125,7 @@ class Loop:
         self.last_checkpoint = time.perf_counter()  # when this session last wrote a checkpoint
         self.setup_seconds = 0.0
         self.first_batches = FirstBatches(config.num_classes)  # their classes, reported once a session
-        self.warned_at_chance = False  # utils.at_chance, once a session
+        self.warned_at_chance = False  # diagnostics.at_chance, once a session
         self.deadline: Optional[RunDeadline] = None  # the run's plan under --time_budget (start() makes it)
 
     def start(self, resume: bool, evaluation: Sequence[tf.data.Dataset] = (),
@@ -370,7 +371,7 @@ class Loop:
 
     def log_epoch(self, metrics: Dict[str, float], train_loss: float) -> None:
         """The epoch's log line; once a session, a warning when the training loss is still at chance
-        a third of the way in (utils.at_chance)."""
+        a third of the way in (diagnostics.at_chance)."""
         state, epochs_done = self.state, self.state.epoch + 1
         accuracies = ([f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%"]
                       if "validation/accuracy" in metrics else []) + (

@@ -4,7 +4,7 @@
 import os
 from typing import Dict, Optional
 
-from elastic_trainer.utils import atomic_write_json, atomic_write_text
+from elastic_trainer.files import atomic_write_json, atomic_write_text
 
 
 def publish_report(text: str, path: Optional[str] = None, runs: Optional[Dict] = None) -> None:

@@ -30,9 +30,9 @@ import sys
 import time
 from typing import Dict, List
 
-from experiments import study_plans
 from bench import publish_report
-from elastic_trainer.utils import positive_int
+from elastic_trainer.command_line import positive_int
+from experiments import study_plans
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     from schemes.probe import ImportanceProbe
     from train_step import StepCache
     from train_step import make_optimizer, preserved_state
-    from elastic_trainer.measure import typical_ms, wall_time_samples
+    from elastic_trainer.step_timing import typical_ms, wall_time_samples
 
     model, protocol = study_plans.protocol_model("mobilenetv2")
     backbone = os.path.isfile(os.path.join(ROOT, protocol["weights"]))

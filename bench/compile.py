@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-from elastic_trainer.utils import positive_int
+from elastic_trainer.command_line import positive_int
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
 
     import models
     from train_step import TrainStep, full_gradients, make_optimizer, shared_forward, variables_by_mask
-    from elastic_trainer.measure import typical_ms
+    from elastic_trainer.step_timing import typical_ms
 
     if options:
         tf.config.optimizer.set_experimental_options(options)

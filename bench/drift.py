@@ -26,11 +26,12 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
 
+from bench import publish_report
 from elastic_trainer import profile_tables
+from elastic_trainer.command_line import run_cli
+from elastic_trainer.files import atomic_write_json
 from experiments import plot
 from experiments.study_plans import PROTOCOLS, profiler_arguments, protocol_flags, require_backbone
-from bench import publish_report
-from elastic_trainer.utils import atomic_write_json, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

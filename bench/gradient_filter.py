@@ -16,7 +16,7 @@ from elastic_trainer import tf_environment  # noqa: F401  (first: TensorFlow's e
 import argparse
 import sys
 
-from elastic_trainer.utils import UserError, positive_int, run_cli
+from elastic_trainer.command_line import UserError, positive_int, run_cli
 
 
 def main(argv=None) -> int:
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     import profiler
     from schemes.base import layers_mask
     from train_step import TrainStep, forward_function, make_optimizer
-    from elastic_trainer.measure import typical_ms, wall_time_samples
+    from elastic_trainer.step_timing import typical_ms, wall_time_samples
 
     images, labels = profiler.random_batch(
         models.build_model(args.model_name, args.num_classes, args.input_size, "none", args.bn_mode), args.batch_size)
@@ -97,7 +97,7 @@ def single_convolutions(rounds: int) -> int:
     import tensorflow as tf
 
     from models import gradient_filter
-    from elastic_trainer.measure import typical_ms, wall_time_samples
+    from elastic_trainer.step_timing import typical_ms, wall_time_samples
 
     print(f"backward pass of one stride-1 SAME convolution (input and weight gradients), 25th percentiles "
           f"of {rounds} calls; r 2, r 4: filtered time / plain time")

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List
 
 import numpy as np
 
-from elastic_trainer.utils import positive_int
+from elastic_trainer.command_line import positive_int
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -37,7 +37,7 @@ from experiments import runner, study_plans
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from bench import publish_report
-from elastic_trainer.utils import run_cli
+from elastic_trainer.command_line import run_cli
 
 REFERENCE = "full_training"
 SELECTIVE = ("elastic_training", "static_top_training")

@@ -24,7 +24,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from bench import publish_report
-from elastic_trainer.utils import positive_int
+from elastic_trainer.command_line import positive_int
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

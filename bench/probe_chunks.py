@@ -17,7 +17,7 @@ import statistics
 import time
 from typing import List
 
-from elastic_trainer.utils import positive_int
+from elastic_trainer.command_line import positive_int
 
 
 def parse_args(argv=None) -> argparse.Namespace:

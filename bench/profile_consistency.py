@@ -25,9 +25,9 @@ import subprocess
 import sys
 from typing import Dict, List
 
-from experiments import study_plans
 from bench import publish_report
-from elastic_trainer.utils import UserError, positive_int
+from elastic_trainer.command_line import UserError, positive_int
+from experiments import study_plans
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,7 +49,7 @@ def profile_once(pairs: int) -> Dict[str, float]:
     """One fresh profile, then the full step and the gradient pass timed in pairs (this process)."""
     import profiler
     from train_step import TrainStep, full_gradients, make_optimizer, shared_forward
-    from elastic_trainer.measure import typical_ms, wall_time_samples
+    from elastic_trainer.step_timing import typical_ms, wall_time_samples
 
     model, protocol = study_plans.protocol_model("mobilenetv2")
     profile = profiler.profile_model(model, protocol["batch_size"], meta={})

@@ -35,7 +35,7 @@ import time
 from typing import Dict
 
 from bench import publish_report
-from elastic_trainer.utils import positive_int, run_cli
+from elastic_trainer.command_line import positive_int, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The paper's CUB-200 run (docs/paper.md, "Protocol"; the split sizes are TFDS caltech_birds2011's):
@@ -83,7 +83,7 @@ def measure(args: argparse.Namespace) -> Dict[str, float]:
     import schemes
     import train_step
     from train_step import make_optimizer
-    from elastic_trainer.measure import typical_ms, wall_time_samples
+    from elastic_trainer.step_timing import typical_ms, wall_time_samples
     imported = time.perf_counter() - start
 
     name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size, "frozen")

@@ -164,7 +164,7 @@ def main(argv=None) -> int:
         import datetime
         import socket
 
-        from elastic_trainer.run_outputs import code_state
+        from elastic_trainer.provenance import code_state
 
         state = code_state()
         lines += ["", f"Command: `python -m bench.ray_push {' '.join(argv if argv is not None else sys.argv[1:])}`; "
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
         report = "\n".join(lines) + "\n"
         print(report)
         if args.output:
-            from elastic_trainer.utils import atomic_write_text
+            from elastic_trainer.files import atomic_write_text
             atomic_write_text(args.output, report)
     finally:
         shutil.rmtree(work, ignore_errors=True)

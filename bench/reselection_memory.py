@@ -19,7 +19,8 @@ import gc
 import os
 import sys
 
-from elastic_trainer.utils import atomic_path, run_cli
+from elastic_trainer.command_line import run_cli
+from elastic_trainer.files import atomic_path
 
 
 def rss_mb() -> float:

@@ -30,8 +30,10 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
+from elastic_trainer.command_line import UserError, run_cli
+from elastic_trainer.files import atomic_write_text
+from elastic_trainer.record_names import reported_accuracy
 from experiments.study_plans import PROTOCOLS, require_backbone
-from elastic_trainer.utils import UserError, atomic_write_text, reported_accuracy, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

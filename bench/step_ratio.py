@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from elastic_trainer.utils import UserError, run_cli
+from elastic_trainer.command_line import UserError, run_cli
 
 
 def main(argv=None) -> int:
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     import schemes
     import train_step
     from train_step import make_optimizer
-    from elastic_trainer.measure import typical_ms, wall_time_samples, wall_times_ms
+    from elastic_trainer.step_timing import typical_ms, wall_time_samples, wall_times_ms
 
     num_classes = data.num_classes(args.dataset_name, args.data_dir)
     model = models.build_model(args.model_name, num_classes, args.input_size, args.weights, args.bn_mode)

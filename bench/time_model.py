@@ -26,7 +26,8 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from bench import publish_report
-from elastic_trainer.utils import UserError, atomic_write_text, run_cli
+from elastic_trainer.command_line import UserError, run_cli
+from elastic_trainer.files import atomic_write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -22,7 +22,7 @@ import tensorflow_datasets as tfds
 
 from data import draws, fashion_mnist
 from data import embedded_parts, embedded_shapes  # noqa: F401  (register the embedded TFDS builders)
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
 
 # Decoded images of a split are cached in memory when they take less than this.
 _CACHE_LIMIT_BYTES = 1 << 30

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
 
 BASES = ("fashion_mnist",)  # the registered datasets draws are taken from (a TFDS dataset with a ClassLabel)
 VALIDATION = "validation"

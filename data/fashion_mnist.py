@@ -33,7 +33,7 @@ from typing import Dict, List
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core.download.checksums import UrlInfo
 
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
 
 SOURCE_VARIABLE = "FASHION_MNIST_DIR"
 DEBIAN_FOLDER = "/usr/share/datasets/fashion-mnist"

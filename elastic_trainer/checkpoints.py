@@ -22,7 +22,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import tensorflow as tf
 
 import models
-from elastic_trainer.utils import UserError, read_json
+from elastic_trainer.command_line import UserError
+from elastic_trainer.files import read_json
 
 STATE_VERSION = 1
 KEEP = 2  # checkpoints kept per run while it trains (the newest, and one to fall back on)

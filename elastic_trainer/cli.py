@@ -14,20 +14,18 @@ import math
 import os
 from typing import Callable, Optional, Sequence
 
-from elastic_trainer import checkpoints
 import data
-from elastic_trainer import deadline
-from elastic_trainer import energy
 import models
-from elastic_trainer import profile_tables
 import selection_solver_DP as solver
+from elastic_trainer import checkpoints, deadline, energy, profile_tables
+from elastic_trainer.command_line import HelpFormatter, UserError, positive_int, str2bool
 from elastic_trainer.config import TrainConfig
-from models import gradient_filter as filtering
+from elastic_trainer.files import ensure_writable_dir, read_json
 from elastic_trainer.run_outputs import unique_run_name
+from models import gradient_filter as filtering
 from schemes import SCHEMES
 from schemes.probe import PROBE_MODES
 from train_step import OPTIMIZERS
-from elastic_trainer.utils import HelpFormatter, UserError, ensure_writable_dir, positive_int, read_json, str2bool
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:

@@ -18,9 +18,9 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 import selection_solver_DP as solver
+from elastic_trainer.command_line import UserError
 from elastic_trainer.profile_tables import backward_tables
 from elastic_trainer.run_summary import compile_seconds
-from elastic_trainer.utils import UserError
 
 UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 WARM_STEPS = 8  # steps measured before the first plan that reads the clock

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
 
 METERS = ("none", "auto", "rapl", "ina3221", "nvml")
 SAMPLE_SECONDS = 0.5  # how often the meter reads its source (power readers are integrated over it)

@@ -25,7 +25,8 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from elastic_trainer.utils import UserError, read_json
+from elastic_trainer.command_line import UserError
+from elastic_trainer.files import read_json
 
 # Column ids of xprof's framework_op_stats table (labels differ between plugin versions).
 CSV_COLUMNS = ("rank", "host_or_device", "type", "operation", "occurrences", "total_time",

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Dict, Optional
 
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
 
 
 class TrainingDiverged(UserError):

@@ -1,7 +1,7 @@
 """Everything a training run writes, in one place: TensorBoard events, weights, summary files.
 
 Layout of a run named R under --logdir L:
-    L/R/                  TensorBoard events: scalars (utils.shown_scalar), pictures of the selections,
+    L/R/                  TensorBoard events: scalars (record_names.shown_scalar), pictures of the selections,
                           HParams (settings, results, status)
     L/R/config.json       the resolved configuration
     L/R/last_good.h5      when the loss diverged: weights at the end of the last finite epoch
@@ -15,16 +15,9 @@ Layout of a run named R under --logdir L:
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import glob
-import hashlib
 import json
 import math
 import os
-import platform
-import shlex
-import socket
-import subprocess
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -32,9 +25,11 @@ import tensorflow as tf
 
 import models
 from elastic_trainer import selection_picture
-from elastic_trainer.utils import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, SELECTION_PICTURE_TAG, SELECTION_TAG,
-                   SELECTIONS_PICTURE_TAG, atomic_path, atomic_write_json, atomic_write_text, ensure_writable_dir,
-                   reported_accuracy, reported_accuracy_name, shown_scalar)
+from elastic_trainer.events import logged_selections, truncate_events
+from elastic_trainer.files import atomic_path, atomic_write_json, atomic_write_text, ensure_writable_dir
+from elastic_trainer.record_names import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, SELECTION_PICTURE_TAG,
+                                          SELECTION_TAG, SELECTIONS_PICTURE_TAG, reported_accuracy,
+                                          reported_accuracy_name, shown_scalar)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +183,7 @@ class RunOutputs:
 
     def scalars(self, step: int, values: Dict[str, float]) -> None:
         """Write scalars named as the loop and schemes name them, each under the tag and in the unit
-        utils.shown_scalar gives (accuracies and shares in percent)."""
+        record_names.shown_scalar gives (accuracies and shares in percent)."""
         self._step = max(self._step, step)
         with self.writer.as_default():
             for name, value in values.items():
@@ -298,85 +293,3 @@ class RunOutputs:
                                 f"{summary['train_time_hours']:.6f} {reported_accuracy(summary) * 100:.2f} "
                                 f"{summary['step_time_ratio_achieved']:.4f} {summary['step_time_ratio_target']:.4f}\n")
         return path
-
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
-
-
-def code_state(root: str = ROOT) -> Dict[str, Optional[object]]:
-    """The git commit of the code a run ran, and whether tracked files differed from it (None for
-    both outside a git checkout or without git). Results kept in git (results/: a study's summaries
-    and manifest, which its own runs write) are outputs, not code, and do not count."""
-    def git(*arguments: str) -> Optional[str]:
-        try:
-            done = subprocess.run(["git", *arguments], cwd=root, capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    changes = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)results") if commit else None
-    return {"code_commit": commit, "code_dirty": None if changes is None else bool(changes)}
-
-
-def file_sha256(path: str) -> Optional[str]:
-    """sha256 of a file's bytes (None when `path` is not a file, e.g. --weights imagenet)."""
-    if not os.path.isfile(path):
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def provenance(argv: Sequence[str], weights: str) -> Dict[str, Optional[object]]:
-    """Where a run's numbers come from: code commit (and whether the tree was dirty), date, host,
-    TensorFlow and Python versions, the command and the initial weights' sha256."""
-    return {**code_state(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "host": socket.gethostname(), "tensorflow_version": tf.__version__,
-            "python_version": platform.python_version(),
-            "command": shlex.join(["python", "main.py", *argv]), "weights_sha256": file_sha256(weights)}
-
-
-def truncate_events(run_dir: str, until: float, last_step: Optional[int] = None) -> int:
-    """Keep only the events of `run_dir` written at or before `until` (wall time) and, when given, at
-    steps up to `last_step` (in case the clock stepped back), rewritten atomically into one file; a
-    record cut short by a crash ends its file. Returns how many events were dropped."""
-    from tensorboard.compat.proto import event_pb2
-
-    files = sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*")))
-    kept, dropped, damaged = [], 0, False
-    for path in files:
-        try:
-            for record in tf.data.TFRecordDataset(path):
-                raw = record.numpy()
-                event = event_pb2.Event.FromString(raw)
-                if event.wall_time <= until and (last_step is None or event.step <= last_step):
-                    kept.append(raw)
-                else:
-                    dropped += 1
-        except tf.errors.DataLossError:  # the process died while writing this record
-            damaged = True
-    if not files or (not dropped and not damaged):
-        return dropped
-    temporary = os.path.join(run_dir, ".events.rewrite.tmp")
-    with tf.io.TFRecordWriter(temporary) as writer:
-        for raw in kept:
-            writer.write(raw)
-    os.replace(temporary, files[0])  # the oldest name, so readers still find it first
-    for path in files[1:]:
-        os.remove(path)
-    return dropped
-
-
-def logged_selections(run_dir: str) -> List[Tuple[int, str]]:
-    """(step, "0110...") of each selection logged as text in `run_dir`'s events, in step order."""
-    from tensorboard.backend.event_processing import event_accumulator
-
-    events = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0})
-    events.Reload()
-    if SELECTION_TAG not in events.Tags()["tensors"]:
-        return []
-    return sorted((event.step, tf.make_ndarray(event.tensor_proto).item().decode())
-                  for event in events.Tensors(SELECTION_TAG))

@@ -9,9 +9,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from elastic_trainer.config import TrainConfig
-from elastic_trainer.utils import overhead_share
 
 OVERHEAD_HINT_SHARE = 0.15  # above this share of probes and compiles, the summary suggests a longer --interval
+
+
+def overhead_share(compile_s: float, selection_seconds: Sequence[float], train_seconds: float) -> float:
+    """The share of a run's training wall time spent selecting (probes, DP) and compiling steps;
+    every run pays its first step's compile, so full training's share is not zero."""
+    return (compile_s + sum(selection_seconds)) / train_seconds if train_seconds else 0.0
 
 
 def compile_seconds(first_call_ms: Sequence[float], step_ms: Sequence[float]) -> float:

@@ -29,10 +29,11 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from elastic_trainer.command_line import HelpFormatter, UserError, run_cli
+from elastic_trainer.files import atomic_write_text
 from experiments import sharding
 from experiments.runner import add_distribution_flags, check_main_arguments, distribution, train_all
 from experiments.study_plans import PROTOCOLS
-from elastic_trainer.utils import HelpFormatter, UserError, atomic_write_text, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

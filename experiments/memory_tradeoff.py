@@ -22,11 +22,12 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from elastic_trainer.command_line import HelpFormatter, UserError
+from elastic_trainer.files import atomic_write_json, read_json
 from experiments.runner import ROOT, train_all
 from experiments.study_plans import PROTOCOLS, profiler_arguments, protocol_flags, require_backbone
 from experiments.study_stats import mean_std, paired_interval, plus_minus
 from experiments.study_table import provenance_note
-from elastic_trainer.utils import HelpFormatter, UserError, atomic_write_json, read_json
 
 STUDY = "parts_mobilenetv2"
 INPUT_SIZE = 128

@@ -27,10 +27,12 @@ import statistics
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from experiments.study_table import config_name  # (runs that differ only in seed share it)
 from elastic_trainer import selection_picture
-from elastic_trainer.utils import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, INTERNALS, SELECTION_TAG, SPLITS, UserError,
-                   atomic_path, reported_accuracy, run_cli)
+from elastic_trainer.command_line import UserError, run_cli
+from elastic_trainer.files import atomic_path
+from elastic_trainer.record_names import (BLOCKS_TAG, CLASSIFIER_TAG, IMPORTANCE_TAG, INTERNALS, SELECTION_TAG,
+                                          SPLITS, reported_accuracy)
+from experiments.study_table import config_name  # (runs that differ only in seed share it)
 
 MASK_TAG = "elastic/selection_masks"  # runs logged before the pictures: a band of pixels per selection so far
 
@@ -41,7 +43,7 @@ DPI = 120  # of the PNG figures
 
 
 def scalar_name(tag: str) -> str:
-    """The name of the scalar written under `tag` (the inverse of utils.shown_scalar's tag; a tag of a
+    """The name of the scalar written under `tag` (the inverse of record_names.shown_scalar's tag; a tag of a
     run logged before shown_scalar is its own name). Its unit is in the tag's description: "percent"
     when written in percent."""
     group, _, rest = tag.partition("/")
@@ -55,7 +57,7 @@ def scalar_name(tag: str) -> str:
 class Run:
     """The scalar series of one run's TensorBoard events, read with tensorboard's own reader, by
     the names the loop gives them ("validation/accuracy", as fractions) or by their TensorBoard
-    tags (utils.shown_scalar)."""
+    tags (record_names.shown_scalar)."""
 
     def __init__(self, run_dir: str, label: Optional[str] = None):
         from tensorboard.backend.event_processing import event_accumulator

@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 from typing import Callable, Dict, List, Optional, Sequence
 
+from elastic_trainer.command_line import UserError
 from experiments import ray_node
 from experiments.runner import accuracy_line
-from elastic_trainer.utils import UserError
 
 RESOURCE = "elastic_trainer_device"
 KIND_PREFIX = "elastic_trainer_kind:"

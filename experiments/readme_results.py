@@ -10,8 +10,8 @@ import os
 import sys
 
 sys.path.insert(0, os.getcwd())
+from elastic_trainer.files import atomic_write_text# noqa: E402
 from experiments.study_stats import mean_std, paired_interval, plus_minus  # noqa: E402
-from elastic_trainer.utils import atomic_write_text  # noqa: E402
 
 DRAWS = {"embedded_parts": "results/study/parts_mobilenetv2_64/frontier/runs.csv",
          "embedded_shapes": "results/study/mobilenetv2_64/frontier/runs.csv"}

@@ -17,8 +17,8 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from elastic_trainer.command_line import UserError
 from experiments.sharding import Shard, host_name, resolve_shard
-from elastic_trainer.utils import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -25,7 +25,8 @@ import re
 import socket
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from elastic_trainer.utils import UserError, atomic_write_json
+from elastic_trainer.command_line import UserError
+from elastic_trainer.files import atomic_write_json
 
 # Forward GFLOPs per image at 224 px (published figures: ResNet50 4.1, VGG16 15.5, MobileNetV2 0.3,
 # ViT-B/16 17.6); a run's cost scales them by (input / 224)^2.

@@ -25,6 +25,8 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from elastic_trainer.command_line import HelpFormatter, UserError
+from elastic_trainer.files import atomic_write_json, atomic_write_text
 from experiments.ray_node import sha256_of as file_sha256  # (standard library only, shipped to Ray nodes)
 from experiments.runner import add_distribution_flags, distribution, train_all
 from experiments.sharding import load_manifests, nominal_cost, record, report, resolve_shard, select
@@ -32,7 +34,6 @@ from experiments.study_deadline import JUDGED_DRAWS as DEADLINE_DRAWS, TASKS as 
 from experiments.study_plans import (FRONTIER_COMPARED, JUDGEMENT_DRAWS, JUDGEMENT_SEEDS, PLANS, PROTOCOLS,
                                      REGIME_BLOCK_RANGES, TASKS, Run, plan_runs, profiler_arguments, plan_protocol,
                                      require_backbone, study_key, task_name, validation_flags)
-from elastic_trainer.utils import HelpFormatter, UserError, atomic_write_json, atomic_write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -28,10 +28,11 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from elastic_trainer.command_line import UserError
+from elastic_trainer.files import atomic_write_json, atomic_write_text
 from experiments import study_plans, study_stats
 from experiments.runner import train_all
 from experiments.sharding import host_name
-from elastic_trainer.utils import UserError, atomic_write_json, atomic_write_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results", "deadline_64")

@@ -10,8 +10,9 @@ import math
 import os
 from typing import Dict, List, Sequence
 
+from elastic_trainer.command_line import UserError
+from elastic_trainer.files import atomic_path
 from experiments.study_stats import mean_std, plus_minus
-from elastic_trainer.utils import UserError, atomic_path
 
 FLOOR, CEILING = "traditional_tl_training", "full_training"
 BUDGET = "elastic_training_rho0.533_paper"  # the paper's "50 %" run: its step ratio is the budget

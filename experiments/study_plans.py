@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
 
 # A study's protocol, by study key: the model name for the embedded_shapes task (the first study,
 # whose folders results/study/<model>_<input>/ keep their names), "<task>_<model>" for other tasks.

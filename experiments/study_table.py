@@ -12,8 +12,10 @@ import re
 import statistics
 from typing import Callable, Dict, List, Optional, Sequence
 
+from elastic_trainer.command_line import UserError
+from elastic_trainer.files import atomic_path, atomic_write_text
+from elastic_trainer.run_summary import overhead_share
 from experiments.study_stats import mean_std, plus_minus
-from elastic_trainer.utils import UserError, atomic_path, atomic_write_text, overhead_share
 
 # The paper's figures (ResNet50, CUB-200, ImageNet weights, Jetson TX2; docs/paper.md, Fig. 17), by the
 # config names of the study: accuracy % and speedup over full training in wall time.

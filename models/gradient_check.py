@@ -1,6 +1,6 @@
 """Does this machine's TensorFlow compute a model's convolution gradients right?
 
-TensorFlow 2.15's oneDNN kernels, which the CLIs turn on on x86-64 (utils.prepare_tensorflow_environment),
+TensorFlow 2.15's oneDNN kernels, which the CLIs turn on on x86-64 (tf_environment.prepare_tensorflow_environment),
 have been seen to compute a wrong filter gradient on some CPUs: on an AMD EPYC, and here under
 `ONEDNN_MAX_CPU_ISA=AVX2`, a 1x1 stride-2 SAME convolution of 3 channels on 8x8 inputs is off by a relative
 0.19 from float64 (docs/benchmarks/profiler.md, "A gradient check"). The kernel chosen depends on the CPU

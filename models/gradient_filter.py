@@ -24,8 +24,8 @@ from typing import List, Sequence, Tuple
 
 import tensorflow as tf
 
+from elastic_trainer.command_line import UserError
 from models.blocks import CONVOLUTIONS, blocks
-from elastic_trainer.utils import UserError
 
 RADII = (2, 4, 7)  # the Gradient Filtering paper's patch sizes
 DEFAULT_RADIUS = 2  # gradient_filter_training's --gf_radius when none is given

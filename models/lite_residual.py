@@ -20,8 +20,8 @@ from typing import Dict, List
 
 import tensorflow as tf
 
+from elastic_trainer.command_line import UserError
 from models.blocks import BLOCK_PATTERN
-from elastic_trainer.utils import UserError
 
 MARK = "_lite_"  # in the names of every branch layer
 

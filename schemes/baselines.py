@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Tuple
 import numpy as np
 import tensorflow as tf
 
+from elastic_trainer.command_line import UserError
 from models import gradient_filter
 from schemes.base import Context, Scheme, bn_plus_bias_mask, classifier_mask, kernels, layers_mask
 from schemes.time_budget import StepTimeController
-from elastic_trainer.utils import UserError
 
 if TYPE_CHECKING:
     from elastic_trainer.config import TrainConfig

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 import models
-from elastic_trainer.measure import wall_times_ms
+from elastic_trainer.step_timing import wall_times_ms
 from schemes.base import Context
 from schemes.probe import PeriodicSelection, chunked_time_ms, memory_info, normalized
 from train_step import preserved_state

@@ -2,9 +2,9 @@
 gradient_filter.py, applied to the model when it is built (main.py --gf_radius)."""
 from __future__ import annotations
 
+from elastic_trainer.command_line import UserError
 from models import gradient_filter
 from schemes.base import Scheme, layers_mask
-from elastic_trainer.utils import UserError
 
 
 class GradientFilterTraining(Scheme):

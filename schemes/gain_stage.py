@@ -21,11 +21,11 @@ import tensorflow as tf
 
 import data
 import selection_solver_DP as solver
+from elastic_trainer.command_line import UserError
 from models.blocks import blocks, resolution_stages
 from schemes.base import Context, bn_plus_bias_mask, classifier_mask, kernels
 from schemes.probe import PeriodicSelection, normalized
 from schemes.time_budget import StepTimeController
-from elastic_trainer.utils import UserError
 
 LOOK_IMAGES = 384  # the default look: this many training images and as many validation images
 EXACT_SHARE = 0.85  # of rho times the profile's full step (exact mode)

@@ -9,8 +9,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from elastic_trainer.measure import typical_ms, wall_times_ms
 from elastic_trainer.deadline import selection_due, selections_in
+from elastic_trainer.step_timing import typical_ms, wall_times_ms
 from schemes.base import BudgetedScheme, Context, classifier_mask, interval_steps
 from schemes.time_budget import StepTimeController
 from train_step import Forward, eager_gradients, full_gradients, preserved_state

@@ -21,8 +21,8 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
-from models import gradient_filter
 import models
+from models import gradient_filter
 from schemes.base import BudgetedScheme, Context, bias_mask, classifier_mask
 from schemes.probe import memory_info, normalized
 from train_step import MOMENTUM, classification_loss, preserved_state

@@ -7,11 +7,11 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from elastic_trainer import memory_model
-from elastic_trainer import profile_tables
 import selection_solver_DP as solver
-from elastic_trainer.measure import allocator_mb, typical_ms
-from elastic_trainer.utils import UserError
+from elastic_trainer import memory_model, profile_tables
+from elastic_trainer.command_line import UserError
+from elastic_trainer.memory_stats import allocator_mb
+from elastic_trainer.step_timing import typical_ms
 
 
 class StepTimeController:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from models import lite_residual
 import models
+from elastic_trainer.command_line import UserError
+from models import lite_residual
 from schemes.base import Scheme, bias_mask
-from elastic_trainer.utils import UserError
 
 
 class TinyTLBias(Scheme):

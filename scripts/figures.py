@@ -5,7 +5,7 @@ import sys
 
 import _bootstrap  # noqa: F401  (first: the repository root on sys.path, TensorFlow's environment)
 from experiments.figures import main
-from elastic_trainer.utils import run_cli
+from elastic_trainer.command_line import run_cli
 
 if __name__ == "__main__":
     sys.exit(run_cli(main))

@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-from elastic_trainer.utils import UserError, atomic_path, run_cli
+from elastic_trainer.command_line import UserError, run_cli
+from elastic_trainer.files import atomic_path
 
 
 def main(argv=None) -> int:

@@ -51,7 +51,7 @@ def workdir(tmp_path_factory, tfds_dir):
 def run_main(workdir, tfds_dir, *arguments) -> int:
     """main.py in this process, in `workdir`, on the small embedded setup (MAIN_BASE)."""
     import main
-    from elastic_trainer.utils import run_cli
+    from elastic_trainer.command_line import run_cli
 
     cwd = os.getcwd()
     os.chdir(workdir)

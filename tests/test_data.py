@@ -13,7 +13,7 @@ import tensorflow_datasets as tfds
 
 import data
 from data import embedded_shapes, parts_render, shapes_render
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
 
 PAPER_DATASETS = {"caltech_birds2011": 200, "oxford_iiit_pet": 37, "stanford_dogs": 120}
 
@@ -423,7 +423,7 @@ def test_the_training_step_receives_every_train_image_with_its_folders_label(tmp
     a folder with its own validation/: each train/ image once an epoch, under its folder's label."""
     import main
     import train
-    from elastic_trainer.utils import run_cli
+    from elastic_trainer.command_line import run_cli
 
     root = _identity_folder(tmp_path / "folder")
     received = []

@@ -11,10 +11,9 @@ import signal
 import pytest
 import tensorflow as tf
 
-from elastic_trainer import cli
-from elastic_trainer import deadline
-from elastic_trainer import run_control
 import train
+from elastic_trainer import cli, deadline, run_control
+from elastic_trainer.command_line import UserError
 from elastic_trainer.deadline import Costs, Deadline, measured_costs, selection_due
 from elastic_trainer.run_outputs import RunOutputs, summary_results
 from schemes import SCHEMES
@@ -23,7 +22,6 @@ from schemes.gain_stage import GainStageTraining
 from test_resume import SignalAt
 from test_train import config, make_context, tiny_data, tiny_model, tiny_profile
 from train_step import PlannedCosineDecay, make_optimizer
-from elastic_trainer.utils import UserError
 
 
 @pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("1.5m", 90), ("5min", 300), ("1h", 3600),

@@ -18,9 +18,9 @@ import tensorflow as tf
 from PIL import Image
 
 import models
+from elastic_trainer.command_line import UserError
 from models import efficientnet_lite, torch_checkpoint
 from models.blocks import CONVOLUTIONS, blocks, resolution_stages
-from elastic_trainer.utils import UserError
 
 # The magic number and protocol version torch's legacy `torch.save` writes first (spelled out here,
 # not taken from the reader, so the test file below is an independent reference).

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from elastic_trainer import energy
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
 
 
 def write(path, text):

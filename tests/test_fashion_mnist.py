@@ -24,7 +24,7 @@ from tensorflow_datasets.image_classification import mnist
 
 import data
 from data import draws, fashion_mnist
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLASS_SIZES = [66] * 9 + [44]  # training images a class: "Ankle boot" (9) holds two draws of N=2, the others three

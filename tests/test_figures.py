@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from experiments import figures, plot, runner
+from elastic_trainer.command_line import UserError
 from elastic_trainer.run_outputs import RunOutputs
-from elastic_trainer.utils import UserError
+from experiments import figures, plot, runner
 
 MASKS = [[1, 1, 0, 0, 1, 1], [0, 1, 1, 0, 0, 1], [0, 0, 0, 1, 1, 1]]
 
@@ -321,7 +321,7 @@ def logged_pictures(run_dir: str, tag: str):
 
 def test_tensorboard_gets_a_picture_of_every_selection_so_far_and_of_each_one_at_its_card_width(tmp_path):
     from elastic_trainer import selection_picture
-    from elastic_trainer.utils import SELECTION_PICTURE_TAG, SELECTIONS_PICTURE_TAG
+    from elastic_trainer.record_names import SELECTION_PICTURE_TAG, SELECTIONS_PICTURE_TAG
 
     outputs = RunOutputs(str(tmp_path), "pictures", "mobilenetv2", 4, 32)
     outputs.mask_layout([("stem", 0), ("block_1", 2)], classifier=4, steps_per_epoch=10)

@@ -25,7 +25,7 @@ def test_the_run_that_stayed_at_chance_trains_with_a_zero_head(tmp_path, monkeyp
     if not os.path.isdir(FIXTURE):
         pytest.skip(f"the fixture folder {os.path.normpath(FIXTURE)} is not beside this checkout")
     import main
-    from elastic_trainer.utils import run_cli
+    from elastic_trainer.command_line import run_cli
 
     with tarfile.open(os.path.join(FIXTURE, "folder.tar")) as archive:
         archive.extractall(tmp_path)

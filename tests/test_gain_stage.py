@@ -10,12 +10,12 @@ import pytest
 import tensorflow as tf
 
 import selection_solver_DP as solver
+from elastic_trainer.command_line import UserError
 from models.blocks import resolution_stages
 from schemes.gain_stage import (EXACT_SHARE, KEEP_SHARE, LOOK_IMAGES, PAPER_SHARE, GainStageTraining, block_of_tensors,
                                 fill_above, gaining_stage, nearest_window, nothing_below, reach_from, stage_first_scores,
                                 stage_sums, weighted_median_ms)
 from test_train import config, make_context, tiny_data, tiny_model
-from elastic_trainer.utils import UserError
 
 TRAIN_TYPE = "gain_stage_training"
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from models import gradient_filter
-from elastic_trainer import profile_tables
 import profiler
-from elastic_trainer.utils import UserError
+from elastic_trainer import profile_tables
+from elastic_trainer.command_line import UserError
+from models import gradient_filter
 
 CASES = [  # input side, kernel, stride, padding, radius
     (8, 3, 1, "same", 2), (8, 3, 2, "same", 2), (8, 1, 1, "valid", 2), (9, 3, 2, "valid", 2),

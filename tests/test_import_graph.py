@@ -133,6 +133,16 @@ def floors(edges: Dict[str, Set[str]]) -> Dict[str, int]:
     return found
 
 
+def reached_from(edges: Dict[str, Set[str]], module: str) -> Set[str]:
+    """Every repository module that importing `module` loads, directly or through others."""
+    reached, todo = set(), [module]
+    while todo:
+        for target in edges[todo.pop()] - reached:
+            reached.add(target)
+            todo.append(target)
+    return reached
+
+
 def files_per_folder(root: str = ROOT) -> Dict[str, int]:
     counts: Dict[str, int] = collections.Counter()
     for module, path in python_files(root).items():
@@ -151,17 +161,33 @@ def test_the_summary_and_the_deadline_plan_are_arithmetic_over_what_the_loop_rec
     TensorFlow (a scheme is handed to `summarize`, not looked up)."""
     import subprocess
     edges = graph()
-    below = ("schemes", "elastic_trainer.measure", "train_step", "train")
+    below = ("schemes", "elastic_trainer.step_timing", "elastic_trainer.memory_stats", "train_step", "train")
     for module in ("elastic_trainer.run_summary", "elastic_trainer.deadline"):
-        reached, todo = set(), [module]
-        while todo:
-            for target in edges[todo.pop()] - reached:
-                reached.add(target)
-                todo.append(target)
+        reached = reached_from(edges, module)
         assert not {m for m in reached if m.startswith(tuple(f"{name}." for name in below)) or m in below}, module
         code = f"import sys, {module}; print('tensorflow' in sys.modules)"
         loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
         assert loaded.stdout.strip() == "False", module
+
+
+def test_the_support_code_stands_below_the_entry_points_and_the_loop():
+    """elastic_trainer/ is what main.py, profiler.py and train.py import: none of its modules imports
+    them back (a circle would also fail above, but not an import of main or profiler alone)."""
+    edges = graph()
+    for module in (m for m in edges if m.startswith("elastic_trainer")):
+        assert not reached_from(edges, module) & {"main", "profiler", "train"}, module
+
+
+def test_tf_environment_loads_nothing_before_its_settings():
+    """Entry points import elastic_trainer.tf_environment first; the package's __init__ and the module
+    import nothing of the project, so nothing can load TensorFlow before its settings are made."""
+    import subprocess
+    edges = graph()
+    assert edges["elastic_trainer"] == set() and edges["elastic_trainer.tf_environment"] == set()
+    code = ("import sys, elastic_trainer.tf_environment; "
+            "print(sorted(m for m in sys.modules if m.startswith('elastic_trainer')), 'tensorflow' in sys.modules)")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "['elastic_trainer', 'elastic_trainer.tf_environment'] False"
 
 
 if __name__ == "__main__":

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from models import lite_residual
 import models
 import profiler
 import schemes
 import train_step
-from train_step import make_optimizer
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
+from models import lite_residual
 from test_gradient_filter import small_backbone_model
+from train_step import make_optimizer
 
 
 @pytest.mark.slow

@@ -147,7 +147,7 @@ def test_resume_with_only_the_run_name_takes_the_runs_own_flags(tmp_path, tfds_d
                                               ('{"seed": ', "is not valid JSON")])
 def test_a_bad_config_is_one_clear_message(tmp_path, capsys, content, message):
     import main
-    from elastic_trainer.utils import run_cli
+    from elastic_trainer.command_line import run_cli
 
     path = tmp_path / "config.json"
     path.write_text(content)

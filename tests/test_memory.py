@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from elastic_trainer import memory_model
 from conftest import run_main as run
+from elastic_trainer import memory_model
 
 
 def synthetic_profile(count: int = 8, floor: float = 50.0, c: float = 10.0, alpha: float = 0.5) -> dict:

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import models
-from elastic_trainer.utils import UserError
+from elastic_trainer.command_line import UserError
 
 # Trainable tensors of backbone + classifier (kernel, bias) with the paper's head.
 EXPECTED_TENSORS = {"resnet50": 214, "vgg16": 28, "mobilenetv2": 158, "vit": 200, "efficientnet_lite0": 149}

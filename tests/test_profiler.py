@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elastic_trainer import memory_model
 import models
-from elastic_trainer import profile_tables
 import profiler
-from elastic_trainer import measure
+from elastic_trainer import memory_model, memory_stats, profile_tables, step_timing
+from elastic_trainer.command_line import UserError
+from elastic_trainer.files import atomic_write_json
 from schemes import probe
-from elastic_trainer.utils import UserError, atomic_write_json
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 META = dict(model_name="tiny", input_size=32, num_classes=5, batch_size=8, bn_mode="frozen", tensorflow_version="2.15.1",
@@ -79,10 +78,10 @@ def test_times_measured_in_rounds_are_their_medians_and_the_rounds_spread_is_kep
     """One slow round (the machine busy for a minute) moves no step's time; the spread says how
     far the rounds lay apart."""
     rounds = [[10.0, 100.0], [14.0, 104.0], [11.0, 160.0]]  # rounds x functions; the third round slow for one
-    times, spreads = measure.round_medians(rounds)
+    times, spreads = step_timing.round_medians(rounds)
     assert times == [11.0, 104.0]
     assert spreads == pytest.approx([4 / 11, 60 / 104])
-    assert measure.round_medians([[5.0, 7.0]]) == ([5.0, 7.0], [0.0, 0.0])  # one round: no spread to see
+    assert step_timing.round_medians([[5.0, 7.0]]) == ([5.0, 7.0], [0.0, 0.0])  # one round: no spread to see
 
 
 def test_timing_table_fits_the_extra_selections_it_is_given(fixture_table):
@@ -217,7 +216,7 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
     if build is nested_cnn:  # memory=True: in micro-batches too, as a memory budget runs them (batch 64: every count)
         assert sorted(map(int, profile["T_grad_chunks_ms"])) == list(profiler.PROBE_CHUNK_COUNTS)
         assert all(ms > 0 for ms in profile["T_grad_chunks_ms"].values())
-        assert memory_model.has_memory_model(profile) or measure.allocator_mb() is None
+        assert memory_model.has_memory_model(profile) or memory_stats.allocator_mb() is None
     else:  # what only --memory_budget_mb needs is not measured unless asked for
         assert "T_grad_chunks_ms" not in profile and "memory" not in profile
     points = profiler.tensor_points(model)
@@ -293,7 +292,7 @@ def test_a_profile_made_before_a_measurement_training_needs_is_measured_again():
     assert profiler.missing_measurements(without("T_grad_chunks_ms")) is None
     assert "T_grad_chunks_ms" in profiler.missing_measurements(without("T_grad_chunks_ms"), memory=True)
     assert profiler.missing_measurements(without("memory")) is None
-    if measure.allocator_mb() is not None:  # where the allocator keeps statistics
+    if memory_stats.allocator_mb() is not None:  # where the allocator keeps statistics
         assert "memory model" in profiler.missing_measurements(without("memory"), memory=True)
 
 

@@ -16,8 +16,8 @@ import types
 import pytest
 
 from conftest import MAIN_BASE
+from elastic_trainer.command_line import UserError
 from experiments import ray_executor, ray_node
-from elastic_trainer.utils import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elastic_trainer import checkpoints
 import data
-from elastic_trainer import run_control
 import train
 from conftest import MAIN_BASE, run_main
-from elastic_trainer.run_outputs import RunOutputs, truncate_events
+from elastic_trainer import checkpoints, run_control
+from elastic_trainer.command_line import UserError
+from elastic_trainer.events import truncate_events
+from elastic_trainer.run_outputs import RunOutputs
 from test_train import config, tiny_data, tiny_model, tiny_profile
 from train_step import make_optimizer
-from elastic_trainer.utils import UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -283,7 +283,7 @@ def test_resume_check_runs_parse_and_its_report_flags_every_difference():
 
 @pytest.mark.parametrize("earlier", [False, True])
 def test_a_checkpoint_that_cannot_be_written_says_what_is_left_and_leaves_no_partial_folder(tmp_path, earlier):
-    from elastic_trainer.utils import UserError
+    from elastic_trainer.command_line import UserError
 
     model = tiny_model()
     saver = checkpoints.RunCheckpoints(str(tmp_path), model, make_optimizer("sgd", 0.01, 0, 10).optimizer)

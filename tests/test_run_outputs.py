@@ -9,10 +9,10 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.plugins.hparams import api_pb2, backend_context, metadata
 
-from experiments import plot
+from elastic_trainer.record_names import INTERNALS
 from elastic_trainer.run_outputs import RESULTS, RunOutputs
+from experiments import plot
 from test_train import config
-from elastic_trainer.utils import INTERNALS
 
 SUMMARY = {"final_test_accuracy": 0.75, "test_accuracy_at_best_val": 0.74, "step_time_ratio_live": 0.62,
            "step_time_ratio_achieved": 0.7, "train_seconds": 100.0, "process_seconds": 130.0,

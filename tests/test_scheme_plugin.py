@@ -22,8 +22,8 @@ TOY_SCHEME = '''
 """Every k-th tensor (and the classifier) trains: a scheme written in one file."""
 import numpy as np
 
+from elastic_trainer.command_line import UserError
 from schemes.base import Scheme, classifier_mask
-from elastic_trainer.utils import UserError
 
 
 class EveryKth(Scheme):
@@ -56,7 +56,7 @@ CHECKS = '''
 import dataclasses, json, sys
 from elastic_trainer import cli
 import main
-from elastic_trainer.utils import run_cli
+from elastic_trainer.command_line import run_cli
 
 path = sys.argv[1]
 replayed = dataclasses.asdict(cli.resolve_config(cli.parse_args(["--config", path])))

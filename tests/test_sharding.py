@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
+from elastic_trainer.command_line import UserError
 from experiments import sharding, study, study_plans
-from elastic_trainer.utils import UserError
 
 
 @pytest.mark.parametrize("text, expected", [("1/3", (1, 3)), (" 3 / 3 ", (3, 3)), ("1/1", (1, 1))])

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from elastic_trainer.command_line import UserError# noqa: E402
 from experiments import study, study_depth, study_plans, study_table  # noqa: E402  (study: scripts/study.py's)
-from elastic_trainer.utils import UserError  # noqa: E402
 
 
 @pytest.fixture

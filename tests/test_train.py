@@ -8,17 +8,16 @@ import pytest
 import tensorflow as tf
 
 import models
-from elastic_trainer import run_control
-from elastic_trainer import run_summary
-import selection_solver_DP as solver
 import schemes
+import selection_solver_DP as solver
 import train
-from schemes import probe
 import train_step
+from elastic_trainer import run_control, run_summary
+from elastic_trainer.command_line import UserError
 from elastic_trainer.config import TrainConfig
 from elastic_trainer.run_outputs import RunOutputs
+from schemes import probe
 from train_step import make_optimizer
-from elastic_trainer.utils import UserError
 
 TENSORS = ["conv/kernel:0", "conv/bias:0", "bn/gamma:0", "bn/beta:0", "conv2/kernel:0",
            "norm/gamma:0", "norm/beta:0", "classifier/kernel:0", "classifier/bias:0"]
