@@ -94,6 +94,17 @@ class RunCheckpoints:
                                                random_states=models.random_states(model))
         self._keep = keep
         self._manager = tf.train.CheckpointManager(self._checkpoint, self.directory, max_to_keep=keep)
+        self.last_saved = time.perf_counter()  # when this session last wrote a checkpoint (or began)
+
+    def due(self, step: int, position: int, steps_per_epoch: int, every_steps: int) -> bool:
+        """Within an epoch: whether a checkpoint is due, every `every_steps` steps (0: never; the
+        epoch's end has its own, due_at_epoch_end)."""
+        return bool(every_steps) and step % every_steps == 0 and position < steps_per_epoch
+
+    def due_at_epoch_end(self, every_seconds: float) -> bool:
+        """At an epoch's end: whether `every_seconds` have passed since the last checkpoint (always
+        when it is not positive)."""
+        return every_seconds <= 0 or time.perf_counter() - self.last_saved >= every_seconds
 
     def save(self, state: Dict) -> str:
         """Write a checkpoint of the current variables and `state` (JSON-able); its path."""
@@ -101,7 +112,9 @@ class RunCheckpoints:
         self._state.assign(json.dumps(state))
         number = int(state["step"])
         try:
-            return self._manager.save(checkpoint_number=number)
+            path = self._manager.save(checkpoint_number=number)
+            self.last_saved = time.perf_counter()
+            return path
         except (tf.errors.OpError, OSError) as error:
             for partial in glob.glob(os.path.join(self.directory, f"ckpt-{number}_temp*")):  # the unfinished write
                 shutil.rmtree(partial, ignore_errors=True)

@@ -283,3 +283,36 @@ class RunDeadline:
 
     def facts(self) -> Dict:
         return self.clock.facts(self.state.train_seconds, self.state.step, self.steps_per_epoch)
+
+
+class RunLength:
+    """How long a run is, as its loop asks: config.num_epochs epochs, or the steps its deadline
+    plans (`deadline`: a RunDeadline under --time_budget, else None)."""
+
+    def __init__(self, num_epochs: int, deadline: Optional[RunDeadline] = None):
+        self.num_epochs, self.deadline = num_epochs, deadline
+
+    def finished(self, state) -> bool:
+        """Whether the run (`state`: train.LoopState) has taken its epochs, or its deadline's steps."""
+        if self.deadline is not None:
+            return self.deadline.ends_here(state.train_seconds)
+        return state.epoch >= self.num_epochs
+
+    def ends_here(self, spent_seconds: float) -> bool:
+        """Before a step within an epoch: whether the deadline ends the run here (never without one)."""
+        return self.deadline is not None and self.deadline.ends_here(spent_seconds)
+
+    def epochs(self) -> int:
+        """The epochs the run takes (under a deadline, its plan's estimate now)."""
+        return self.deadline.epochs() if self.deadline is not None else self.num_epochs
+
+    def epoch_label(self, epoch_number: int) -> str:
+        """Epoch `epoch_number` of the run, for the log: "3/12", or under a deadline the plan's estimate."""
+        if self.deadline is not None:
+            return self.deadline.epoch_label(epoch_number)
+        return f"{epoch_number}/{self.num_epochs}"
+
+    def facts(self) -> Dict:
+        """The summary's record of the deadline ({} without one)."""
+        return {"deadline": self.deadline.facts()} if self.deadline is not None else {}
+

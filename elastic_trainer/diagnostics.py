@@ -28,6 +28,21 @@ def at_chance(train_loss: float, num_classes: int, epochs_done: int, num_epochs:
             f"starts the classifier at zero, which kept such runs off this plateau (docs/benchmarks/fresh_validation.md)")
 
 
+
+class ChanceWarning:
+    """at_chance's warning, logged once a session."""
+
+    def __init__(self, num_classes: int):
+        self.num_classes, self.warned = num_classes, False
+
+    def check(self, train_loss: float, epochs_done: int, num_epochs: int) -> None:
+        """Warn when the training loss is still at chance a third of the way in, unless warned."""
+        warning = None if self.warned else at_chance(train_loss, self.num_classes, epochs_done, num_epochs)
+        if warning:
+            self.warned = True
+            logging.warning("warning: %s", warning)
+
+
 MIX_BATCHES = 4  # the first training batches whose classes the loop counts (class_mix)
 
 

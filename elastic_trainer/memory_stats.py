@@ -73,6 +73,15 @@ class AllocatorPhases:
                 latest["measured_mb"] = max(latest.get("measured_mb", 0.0), peak)
         reset_peak()
 
+    def predicted(self, step: int, info: Dict) -> None:
+        """Under a memory budget, a new selection's predicted peak from the scheme's `info` (its
+        steps' measured peak is added by `close`)."""
+        if "memory/predicted_peak_mb" in info:
+            self.selections.append({"step": step, "predicted_mb": info["memory/predicted_peak_mb"],
+                                    "base_mb": info["memory/base_mb"],
+                                    **({"probe_chunks": info["memory/probe_chunks"]}
+                                       if "memory/probe_chunks" in info else {})})
+
     def run_peaks(self) -> Dict[str, Optional[float]]:
         """The run's peak (MB) in every phase, None in one the allocator saw no peak in."""
         return {phase: self.peaks.get(phase) for phase in MEMORY_PHASES}

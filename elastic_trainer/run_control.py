@@ -16,6 +16,18 @@ class TrainingDiverged(UserError):
     """The loss became NaN or infinite."""
 
 
+def diverged(loss_value: float, step: int, epoch: int, outputs, kept, run_checkpoints) -> TrainingDiverged:
+    """The error to raise when the loss stopped being finite at `step` of `epoch` (both counted from
+    0). First the run's pictures and its status (Failure) are written (`outputs`: RunOutputs), and
+    the weights of the last finite epoch (`kept`: KeptWeights; in memory, or the last checkpoint's
+    from `run_checkpoints`) to last_good.h5."""
+    outputs.flush_pictures()
+    outputs.session_end(succeeded=False)  # the HParams dashboard's status: Failure
+    what = kept.keep_last_good(run_checkpoints)
+    return TrainingDiverged(f"the loss became {loss_value} at step {step + 1} (epoch {epoch + 1}); "
+                            f"training stopped and {what}. Try a lower --learning_rate.")
+
+
 class RunInterrupted(UserError):
     """Training stopped on a signal `where` (e.g. "at step 40 ..."), after writing a checkpoint; the
     message names the command that continues the run."""

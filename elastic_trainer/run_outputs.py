@@ -170,6 +170,23 @@ class RunOutputs:
             hp.hparams(applied_settings(config, budgeted, periodic), trial_id=self.run_name)
         self.writer.flush()
 
+    def new_run(self, config, scheme) -> None:
+        """A new run's records: its configuration, the HParams declaration (hparams) and, when its
+        selection is fixed (`scheme` selects nothing at step 0), that selection once."""
+        self.save_config(config)
+        self.hparams(config, budgeted=scheme.needs_profile, periodic=scheme.reselects)
+        if not scheme.due(0):
+            self.selection_mask(0, scheme.mask)
+
+    def selection(self, step: int, mask: np.ndarray, scalars: Dict[str, float],
+                  importance: Optional[np.ndarray] = None) -> None:
+        """A new selection at `step`: its scalars, its mask (selection_mask) and the importance it
+        was made on, when the scheme has one."""
+        self.scalars(step, scalars)
+        self.selection_mask(step, mask)
+        if importance is not None:
+            self.importance(step, importance)
+
     def session_end(self, succeeded: bool) -> None:
         """The run's status in the HParams dashboard: Success once it has finished, Failure when it
         stopped for good (a diverged loss); an interrupted run that can resume has none."""
@@ -190,6 +207,11 @@ class RunOutputs:
                 tag, scale = shown_scalar(name)
                 tf.summary.scalar(tag, value * scale, step=step, description="percent" if scale == 100 else None)
         self.writer.flush()
+
+    def epoch_end(self, step: int, values: Dict[str, float]) -> None:
+        """An epoch's scalars, after the pictures of its selections (drawn outside training time)."""
+        self.flush_pictures()
+        self.scalars(step, values)
 
     def mask_layout(self, blocks: Sequence[Tuple[str, int]], classifier: Optional[int] = None,
                     steps_per_epoch: Optional[int] = None) -> None:

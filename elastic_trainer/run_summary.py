@@ -56,6 +56,24 @@ def epoch_scalars(state, totals: Dict, metrics: Dict[str, float], energy: Dict[s
         **{f"memory/{phase}_peak_mb": peak for phase, peak in memory_peaks.items()}}
 
 
+def epoch_totals() -> Dict:
+    """A new epoch's sums, which the loop adds each step to (add_step) and checkpoints."""
+    return {"loss_sum": 0.0, "correct": 0, "seen": 0, "step_ms": [], "outside_ms": []}
+
+
+def add_step(totals: Dict, loss_value: float, predicted: np.ndarray, labels: np.ndarray) -> None:
+    """A training step's loss (its batch's mean) and correct predictions added to an epoch's `totals`."""
+    totals["loss_sum"] += loss_value * len(labels)
+    totals["correct"] += int(np.sum(predicted == labels))
+    totals["seen"] += len(labels)
+
+
+def add_energy(totals: Dict, joules: float, steps: int) -> None:
+    """The energy metered over a segment of an epoch's steps, added to its `totals`."""
+    totals["energy_joules"] = totals.get("energy_joules", 0.0) + joules
+    totals["energy_steps"] = totals.get("energy_steps", 0) + steps
+
+
 def history_entry(epoch: int, train_seconds: float, totals: Dict, metrics: Dict[str, float],
                   energy: Dict[str, float]) -> Dict:
     """An epoch's line of the summary's history: its training loss, validation and test accuracy
@@ -141,6 +159,35 @@ def summarize(config: TrainConfig, scheme, profile: Optional[Dict], best_accurac
             "overhead_share": overhead_share(compile_s, selection_seconds, train_seconds),
             "evaluation_seconds": evaluation_seconds,
             **selected_epoch(history), **dict(final_test or {}), **reference, "history": list(history)}
+
+
+def loop_summary(config: TrainConfig, scheme, profile: Optional[Dict], state, reference: Dict[str, float],
+                 final_test: Dict, loop_setup_seconds: float, session_seconds: float, meter) -> Dict:
+    """summarize() over what the loop recorded in `state` (train.LoopState), with the sessions'
+    times (`session_seconds`: this session's process so far), the selections' parts, the
+    compiling calls, energy (`meter`: energy.Meter or None) and the scheme's own facts."""
+    summary = summarize(config, scheme, profile, state.best_accuracy if config.test_every_epoch else None,
+                        state.train_seconds, state.selection_seconds,
+                        state.step_ms, compile_seconds(state.first_call_ms, state.step_ms),
+                        state.evaluation_seconds, state.history, reference, final_test,
+                        median_ms=scheme.typical_step_ms(state.step_ms))
+    summary.update(checkpoint_seconds=state.checkpoint_seconds, sessions=state.sessions,
+                   startup_seconds=state.startup_seconds, loop_setup_seconds=loop_setup_seconds,
+                   process_seconds=state.process_seconds + session_seconds,
+                   selection_parts=dict(scheme.overhead), selection_parts_each=list(state.selection_parts),
+                   first_call_ms=list(state.first_call_ms), **energy_summary(state.history, meter),
+                   **scheme.facts)
+    return summary
+
+
+def epoch_line(label: str, metrics: Dict[str, float], best_accuracy: float, train_seconds: float) -> str:
+    """An epoch's log line: "epoch 3/12: validation accuracy 61.20%, 42.0 s of training" (and the test
+    accuracy with the best so far, when tested)."""
+    accuracies = ([f"validation accuracy {100 * metrics['validation/accuracy']:.2f}%"]
+                  if "validation/accuracy" in metrics else []) + (
+        [f"test accuracy {100 * metrics['test/accuracy']:.2f}% (best {100 * best_accuracy:.2f}%)"]
+        if "test/accuracy" in metrics else [])
+    return f"epoch {label}: " + "".join(f"{text}, " for text in accuracies) + f"{train_seconds:.1f} s of training"
 
 
 def selected_epoch(history: Sequence[Dict]) -> Dict:

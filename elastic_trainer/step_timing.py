@@ -7,6 +7,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from elastic_trainer.run_summary import mixed_reference
 from train_step import StepCache, preserved_state
 
 
@@ -68,3 +69,14 @@ def measure_reference(steps: "StepCache", optimizer, mask: np.ndarray, batch, co
     return {"reference_full_step_ms": float(np.median(full_ms)),
             "reference_selection_step_ms": float(np.median(mask_ms)),
             "reference_seconds": time.perf_counter() - start}
+
+
+def reference_timing(steps: "StepCache", optimizer, step_mix: Sequence[Tuple[np.ndarray, float]], batch,
+                     count: int) -> Dict[str, float]:
+    """The final selection timed against full steps now (measure_reference, `count` steps each), for
+    a scheme whose steps mix several masks each mask by its share (`step_mix`); {} when `count` is
+    0 or every step trains everything."""
+    mix = [(mask, share) for mask, share in step_mix if share > 0]
+    if not count or all(mask.all() for mask, _ in mix):
+        return {}
+    return mixed_reference([(measure_reference(steps, optimizer, mask, batch, count), share) for mask, share in mix])

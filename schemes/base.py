@@ -139,6 +139,24 @@ class Scheme:
         """UserError when a step training `mask` cannot fit the memory budget (only asked when
         `memory_budgeted`)."""
 
+    def check_memory_budget(self, evaluation: Sequence[tf.data.Dataset] = ()) -> None:
+        """Under a memory budget, refuse one that cannot pay for a classifier-only step before the
+        run writes anything. What the allocator holds is read as it will be during training: with
+        the input pipeline's buffers filled (an epoch's and the probes' shuffle buffers hold the
+        whole training split when it is cached) and the `evaluation` datasets' in-memory caches made
+        (a pass over each; after the first epoch's evaluation they stay, and would otherwise push
+        the first selection's steps over the budget by their size)."""
+        if not self.memory_budgeted:
+            return
+        for dataset in evaluation:
+            for _ in dataset:
+                pass
+        batches = iter(self.context.train_data.epoch(0))
+        next(batches)
+        self.context.train_data.probe(0, 1)
+        self.check_memory(classifier_mask(self.context.model))
+        del batches
+
     def __init__(self, context: Context):
         self.context = context
         self.mask = self.initial_mask(context.model)
@@ -165,6 +183,19 @@ class Scheme:
 
     def reselect(self, step: int) -> Dict[str, float]:
         return {}
+
+    def timed_reselect(self, step: int, memory_selections: Sequence[Dict] = ()
+                       ) -> Tuple[Dict[str, float], float, Dict[str, float]]:
+        """reselect(step) after observe_memory of the last selection's peaks (`memory_selections`,
+        the loop's), timed: its scalars, its seconds, and the seconds it added to each of the
+        scheme's overhead parts (those it added to)."""
+        if memory_selections:
+            self.observe_memory(memory_selections[-1])
+        start, before = time.perf_counter(), dict(self.overhead)
+        info = self.reselect(step)
+        seconds = time.perf_counter() - start
+        return info, seconds, {part: spent - before.get(part, 0.0) for part, spent in self.overhead.items()
+                               if spent - before.get(part, 0.0) > 0}
 
     def planned_selections(self) -> int:
         """Selections a run makes under a deadline: one when the scheme selects at its first step,

@@ -2,6 +2,8 @@
 is flagged, a run at chance warned a third of the way in."""
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from elastic_trainer import diagnostics
@@ -35,3 +37,13 @@ def test_at_chance_warns_a_third_in_on_a_plateau_and_not_on_a_run_that_left_it()
     assert diagnostics.at_chance(3.0, 20, 1, 12) is None  # the first epoch sits at ln(C) on every run
     assert diagnostics.at_chance(float("nan"), 20, 6, 12) is None and diagnostics.at_chance(1.0, 1, 6, 12) is None
     assert diagnostics.at_chance(0.60, 2, 6, 12) is None and diagnostics.at_chance(0.70, 2, 6, 12)  # ln(2) = 0.693
+
+
+def test_the_loop_warns_once_when_the_loss_is_still_at_chance_a_third_in(caplog):
+    """Issue 61: the loop's ChanceWarning (Loop.end_epoch asks it with the epoch's mean training loss)."""
+    chance = diagnostics.ChanceWarning(20)
+    with caplog.at_level(logging.WARNING):
+        for epoch, loss in enumerate([3.06, 3.00, 3.00, 3.00, 2.99, 2.99], 1):
+            chance.check(loss, epoch, 12)
+    warnings = [r.getMessage() for r in caplog.records if "no better than chance" in r.getMessage()]
+    assert len(warnings) == 1 and "after 4 of 12 epochs" in warnings[0] and "--head_init zeros" in warnings[0]

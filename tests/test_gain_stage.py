@@ -339,6 +339,7 @@ def test_where_the_look_names_the_top_the_budget_it_leaves_is_spent_below_it():
 def test_the_loop_trains_the_rotations_steps_and_times_them_as_a_mix(tmp_path, monkeypatch):
     import schemes
     import train
+    from elastic_trainer import step_timing
     from elastic_trainer.run_outputs import RunOutputs
     from test_train import tiny_profile
 
@@ -347,8 +348,8 @@ def test_the_loop_trains_the_rotations_steps_and_times_them_as_a_mix(tmp_path, m
     original = GainStageTraining.typical_step_ms
     monkeypatch.setattr(GainStageTraining, "typical_step_ms",
                         lambda self, step_ms: typical.append(original(self, step_ms)) or typical[-1])
-    reference = train.measure_reference
-    monkeypatch.setattr(train, "measure_reference",
+    reference = step_timing.measure_reference
+    monkeypatch.setattr(step_timing, "measure_reference",
                         lambda steps, optimizer, mask, *rest: measured.append(mask.tolist()) or
                         reference(steps, optimizer, mask, *rest))
     tf.keras.utils.set_random_seed(0)

@@ -12,7 +12,7 @@ import schemes
 import selection_solver_DP as solver
 import train
 import train_step
-from elastic_trainer import run_control, run_summary
+from elastic_trainer import run_control, run_summary, step_timing
 from elastic_trainer.command_line import UserError
 from elastic_trainer.config import TrainConfig
 from elastic_trainer.run_outputs import RunOutputs
@@ -584,7 +584,7 @@ def test_live_reference_leaves_weights_and_optimizer_state_untouched():
     for _ in range(3):
         cache.get(head)(*batch)
     weights_before, optimizer_before = _state(model, setup.optimizer)
-    reference = train.measure_reference(cache, setup.optimizer, head, batch, 3)
+    reference = step_timing.measure_reference(cache, setup.optimizer, head, batch, 3)
     assert reference["reference_full_step_ms"] > 0 and reference["reference_seconds"] > 0
     weights_after, optimizer_after = _state(model, setup.optimizer)
     for old, new in zip(weights_before, weights_after):
@@ -661,17 +661,3 @@ def test_the_loop_reports_the_first_batches_classes_and_warns_on_a_class_sorted_
     assert len(said) == 1  # once, at the start
     assert ("looks class-sorted" in said[0].getMessage()) == sorted_order
     assert said[0].levelname == ("WARNING" if sorted_order else "INFO")
-
-
-def test_the_loop_warns_once_when_the_loss_is_still_at_chance_a_third_in(caplog):
-    """Issue 61: Loop.log_epoch (end_epoch calls it with the epoch's mean training loss)."""
-    import logging
-    import types
-
-    loop = types.SimpleNamespace(config=config(num_classes=20, num_epochs=12), warned_at_chance=False, planned_epochs=12)
-    with caplog.at_level(logging.WARNING):
-        for epoch, loss in enumerate([3.06, 3.00, 3.00, 3.00, 2.99, 2.99], 1):
-            loop.state = types.SimpleNamespace(epoch=epoch - 1, best_accuracy=0.0, train_seconds=1.0)
-            train.Loop.log_epoch(loop, {"validation/accuracy": 0.05}, loss)
-    warnings = [r.getMessage() for r in caplog.records if "no better than chance" in r.getMessage()]
-    assert len(warnings) == 1 and "after 4 of 12 epochs" in warnings[0] and "--head_init zeros" in warnings[0]
