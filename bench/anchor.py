@@ -79,6 +79,44 @@ def report(rows: List[Dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def random_batches(protocol: Dict):
+    """Endless shuffled batches of ten batches' random images and labels, at the protocol's size."""
+    import numpy as np
+    import tensorflow as tf
+
+    size, batch_size = protocol["input_size"], protocol["batch_size"]
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0, 255, (10 * batch_size, size, size, 3)).astype(np.float32)
+    labels = rng.integers(0, protocol["num_classes"], 10 * batch_size).astype(np.int64)
+    return iter(tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(len(labels), seed=0)
+                .batch(batch_size).repeat().prefetch(2))
+
+
+def in_loop_ms(step, model, optimizer, batches, steps: int) -> float:
+    """The typical time of `steps` in-loop calls of `step` (the loss read back and the logits'
+    argmax taken, as train.py does), model and optimizer state restored."""
+    import numpy as np
+
+    from elastic_trainer.step_timing import typical_ms
+    from train_step import preserved_state
+
+    samples = []
+    with preserved_state(model, optimizer):
+        for _ in range(steps):
+            x, y = next(batches)
+            start = time.perf_counter()
+            loss, logits = step(x, y)
+            float(loss)
+            samples.append((time.perf_counter() - start) * 1000)
+            np.argmax(logits.numpy(), axis=-1)
+    return typical_ms(samples)
+
+
+def call(function, x, y):
+    """A timed call's function: one call of `function` on (x, y), its first output read back."""
+    return lambda: function(x, y)[0].numpy()
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     import numpy as np
@@ -101,27 +139,11 @@ def main(argv=None) -> int:
     selection[-60:] = 1
     full, current = steps.get(np.ones(count, np.uint8)), steps.get(selection)
     size, batch_size = protocol["input_size"], protocol["batch_size"]
-    rng = np.random.default_rng(0)
-    images = rng.uniform(0, 255, (10 * batch_size, size, size, 3)).astype(np.float32)
-    labels = rng.integers(0, protocol["num_classes"], 10 * batch_size).astype(np.int64)
-    batches = iter(tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(len(labels), seed=0)
-                   .batch(batch_size).repeat().prefetch(2))
+    batches = random_batches(protocol)
     fixed = next(batches)
 
     def in_loop(step) -> float:
-        samples = []
-        with preserved_state(model, optimizer):
-            for _ in range(args.steps):
-                x, y = next(batches)
-                start = time.perf_counter()
-                loss, logits = step(x, y)
-                float(loss)
-                samples.append((time.perf_counter() - start) * 1000)
-                np.argmax(logits.numpy(), axis=-1)
-        return typical_ms(samples)
-
-    def call(function, x, y):
-        return lambda: function(x, y)[0].numpy()
+        return in_loop_ms(step, model, optimizer, batches, args.steps)
 
     print(f"MobileNetV2 {size} px, batch {batch_size}, {'source backbone' if backbone else 'random weights'}; "
           f"{args.rounds} rounds of {args.steps} in-loop steps", flush=True)

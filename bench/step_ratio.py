@@ -25,7 +25,7 @@ import time
 from elastic_trainer.command_line import UserError, run_cli
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_name", default="mobilenetv2")
     parser.add_argument("--input_size", type=int, default=96)
@@ -40,7 +40,18 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=20, help="timed steps per selection")
     parser.add_argument("--profile_dir", default="profile_extracted", help="where the fresh profile is written")
     parser.add_argument("--repeats", type=int, default=None, help="the profiler's --repeats (default: its own)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def timed(function) -> float:
+    """Wall time (ms) of one call."""
+    start = time.perf_counter()
+    function()
+    return (time.perf_counter() - start) * 1000
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     import numpy as np
 
     import data
@@ -70,11 +81,6 @@ def main(argv=None) -> int:
              np.ones(len(owners), np.uint8)]  # classifier only, deepest layer only, full
     calibration = [cache.get(mask) for mask in masks]
     full = calibration[2]
-
-    def timed(function) -> float:
-        start = time.perf_counter()
-        function()
-        return (time.perf_counter() - start) * 1000
 
     for _ in range(3):  # compile and warm up
         for step in calibration:

@@ -18,7 +18,7 @@ driver's logs/ and results/ as with the local executor; each result says which n
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from elastic_trainer.command_line import UserError
 from experiments import ray_node
@@ -72,6 +72,23 @@ def make_store(ray, log_root: str):
     return Store.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False)).remote(log_root)
 
 
+def file_specs(ray, files: Sequence[str], root: str) -> Tuple[List[Dict], List]:
+    """The `files` (relative to `root`) a node may lack, put in Ray's object store: their paths and
+    sha256s, and their contents' object references (a file not here is left to the nodes)."""
+    import hashlib
+
+    specs, contents = [], []
+    for relative in files:
+        if not os.path.exists(os.path.join(root, relative)):
+            print(f"note: no {relative} here to send; each node needs its own copy", flush=True)
+            continue
+        with open(os.path.join(root, relative), "rb") as handle:
+            data = handle.read()
+        specs.append({"path": relative, "sha256": hashlib.sha256(data).hexdigest()})
+        contents.append(ray.put(data))
+    return specs, contents
+
+
 def train_all_ray(jobs: Sequence, log_root: str, address: str, on_done: Callable[[str, Dict, float], None],
                   prepare: Optional[Dict[str, List[List[str]]]] = None, files: Sequence[str] = (),
                   device_kind: Optional[str] = None, remote_root: Optional[str] = None,
@@ -80,7 +97,6 @@ def train_all_ray(jobs: Sequence, log_root: str, address: str, on_done: Callable
     summary, seconds) as each finishes (summary['ran_on'] names the node). `prepare[name]` are the
     scripts a node runs first (its profile); `files` (paths relative to the repository) are sent
     to nodes that lack them."""
-    import hashlib
     import json
 
     ray = import_ray()
@@ -97,15 +113,7 @@ def train_all_ray(jobs: Sequence, log_root: str, address: str, on_done: Callable
     try:
         resources = task_resources(ray.cluster_resources(), device_kind)
         store = make_store(ray, log_root)
-        specs, contents = [], []
-        for relative in files:
-            if not os.path.exists(os.path.join(root, relative)):
-                print(f"note: no {relative} here to send; each node needs its own copy", flush=True)
-                continue
-            with open(os.path.join(root, relative), "rb") as handle:
-                data = handle.read()
-            specs.append({"path": relative, "sha256": hashlib.sha256(data).hexdigest()})
-            contents.append(ray.put(data))
+        specs, contents = file_specs(ray, files, root)
         # retry_exceptions: a killed main.py raises; failures another node would repeat return an error
         task = ray.remote(ray_node.run_on_node).options(num_cpus=0, resources=resources, max_retries=MAX_RETRIES,
                                                         retry_exceptions=True)
