@@ -122,10 +122,10 @@ def main(argv=None) -> int:
     import numpy as np
     import tensorflow as tf
 
+    from elastic_trainer.step_timing import typical_ms, wall_time_samples
     from schemes.probe import ImportanceProbe
     from train_step import StepCache
     from train_step import make_optimizer, preserved_state
-    from elastic_trainer.step_timing import typical_ms, wall_time_samples
 
     model, protocol = study_plans.protocol_model("mobilenetv2")
     backbone = os.path.isfile(os.path.join(ROOT, protocol["weights"]))

@@ -56,8 +56,8 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     import models
-    from train_step import TrainStep, full_gradients, make_optimizer, shared_forward, variables_by_mask
     from elastic_trainer.step_timing import typical_ms
+    from train_step import TrainStep, full_gradients, make_optimizer, shared_forward, variables_by_mask
 
     if options:
         tf.config.optimizer.set_experimental_options(options)

@@ -41,12 +41,12 @@ def main(argv=None) -> int:
     if args.single_convs:
         return single_convolutions(args.rounds)
 
-    from models import gradient_filter
     import models
     import profiler
+    from elastic_trainer.step_timing import typical_ms, wall_time_samples
+    from models import gradient_filter
     from schemes.base import layers_mask
     from train_step import TrainStep, forward_function, make_optimizer
-    from elastic_trainer.step_timing import typical_ms, wall_time_samples
 
     images, labels = profiler.random_batch(
         models.build_model(args.model_name, args.num_classes, args.input_size, "none", args.bn_mode), args.batch_size)
@@ -96,8 +96,8 @@ SHAPES = [  # batch, side, channels in, out, kernel, depthwise
 def single_convolutions(rounds: int) -> int:
     import tensorflow as tf
 
-    from models import gradient_filter
     from elastic_trainer.step_timing import typical_ms, wall_time_samples
+    from models import gradient_filter
 
     print(f"backward pass of one stride-1 SAME convolution (input and weight gradients), 25th percentiles "
           f"of {rounds} calls; r 2, r 4: filtered time / plain time")

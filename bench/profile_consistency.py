@@ -48,8 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def profile_once(pairs: int) -> Dict[str, float]:
     """One fresh profile, then the full step and the gradient pass timed in pairs (this process)."""
     import profiler
-    from train_step import TrainStep, full_gradients, make_optimizer, shared_forward
     from elastic_trainer.step_timing import typical_ms, wall_time_samples
+    from train_step import TrainStep, full_gradients, make_optimizer, shared_forward
 
     model, protocol = study_plans.protocol_model("mobilenetv2")
     profile = profiler.profile_model(model, protocol["batch_size"], meta={})

@@ -78,12 +78,12 @@ def measure(args: argparse.Namespace) -> Dict[str, float]:
     import tensorflow as tf
 
     import models
-    from elastic_trainer import profile_tables
     import profiler
     import schemes
     import train_step
-    from train_step import make_optimizer
+    from elastic_trainer import profile_tables
     from elastic_trainer.step_timing import typical_ms, wall_time_samples
+    from train_step import make_optimizer
     imported = time.perf_counter() - start
 
     name = profile_tables.profile_name(args.model_name, args.input_size, args.num_classes, args.batch_size, "frozen")

@@ -56,12 +56,12 @@ def main(argv=None) -> int:
 
     import data
     import models
-    from elastic_trainer import profile_tables
     import profiler
     import schemes
     import train_step
-    from train_step import make_optimizer
+    from elastic_trainer import profile_tables
     from elastic_trainer.step_timing import typical_ms, wall_time_samples, wall_times_ms
+    from train_step import make_optimizer
 
     num_classes = data.num_classes(args.dataset_name, args.data_dir)
     model = models.build_model(args.model_name, num_classes, args.input_size, args.weights, args.bn_mode)

@@ -362,8 +362,8 @@ def selections_appendix(model_name: str, plan: str, groups: Dict[str, List[Dict]
     by selection (experiments/study_selection.py), read from logs/study/.../<plan>/<run>/; with the
     plan's `family` first, what each stage gains trained alone."""
     from experiments.plot import Run as LoggedRun
-    from experiments.study_selection import selection_section, stage_gains_section
     from experiments.study_plans import depth_stages
+    from experiments.study_selection import selection_section, stage_gains_section
 
     logging.getLogger("tensorboard").setLevel(logging.ERROR)  # its "No path found after ..." chatter
 

@@ -297,8 +297,8 @@ def test_every_command_the_documents_quote_names_a_script_that_exists_and_takes_
 
 def test_the_readmes_own_model_commands_parse_with_the_real_parsers():
     """main.py's and profiler.py's own parsers accept the README's "own model" commands."""
-    from elastic_trainer import cli
     import profiler
+    from elastic_trainer import cli
 
     README = open(os.path.join(ROOT, "README.md")).read().splitlines()[:40]
     lines = [line.strip() for line in README if line.strip().startswith(("python main.py", "python profiler.py"))]

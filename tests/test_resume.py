@@ -258,8 +258,8 @@ def test_kill_9_mid_epoch_then_resume(workdir, tfds_dir):
 
 
 def test_resume_check_runs_parse_and_its_report_flags_every_difference():
-    from elastic_trainer import cli
     from bench import resume_check
+    from elastic_trainer import cli
 
     args = resume_check.parse_args([])
     cli.parse_args(resume_check.run_flags(args, "killed") + ["--resume"])  # the CLI takes them

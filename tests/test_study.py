@@ -106,8 +106,8 @@ def test_regime_criteria_accept_only_when_every_one_holds():
 
 
 def test_depth_plan_trains_every_stage_once_and_the_stages_tile_the_network(protocol):
-    from models import gradient_filter
     import models
+    from models import gradient_filter
 
     runs = study_plans.plan_runs("depth", "mobilenetv2", [0, 1, 2])
     stages = study_plans.DEPTH_STAGES["mobilenetv2"]
@@ -455,8 +455,8 @@ def test_drift_benchmark_scales_every_time_of_a_profile():
 
 
 def test_time_model_benchmark_reads_the_profiler_s_own_output(capsys):
-    from bench import time_model as bench_time_model
     import profiler
+    from bench import time_model as bench_time_model
 
     for _, flags in bench_time_model.MODELS:  # every row parses with the profiler's real parser
         profiler.parse_args(flags + ["--force", "--validate", "10"])
