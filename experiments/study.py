@@ -31,6 +31,7 @@ from experiments.ray_node import sha256_of as file_sha256  # (standard library o
 from experiments.runner import add_distribution_flags, distribution, train_all
 from experiments.sharding import load_manifests, nominal_cost, record, report, resolve_shard, select
 from experiments.study_deadline import JUDGED_DRAWS as DEADLINE_DRAWS, TASKS as DEADLINE_TASKS
+from experiments.study_imagenet import TASKS as IMAGENET_TASKS
 from experiments.study_plans import (FRONTIER_COMPARED, JUDGEMENT_DRAWS, JUDGEMENT_SEEDS, PLANS, PROTOCOLS,
                                      REGIME_BLOCK_RANGES, TASKS, Run, plan_runs, profiler_arguments, plan_protocol,
                                      require_backbone, study_key, task_name, validation_flags)
@@ -278,7 +279,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="run: train the runs that have no result yet; table: summarise results")
     candidates = [scheme for scheme in dict.fromkeys(scheme for scheme, _, _ in FRONTIER_COMPARED)
                   if scheme != "elastic_training"]
-    parser.add_argument("plan", choices=sorted([*PLANS, "deadline"]),
+    parser.add_argument("plan", choices=sorted([*PLANS, "deadline", "imagenet"]),
                         help="calibration: the baselines under candidate protocols (chooses the proxy); "
                              "regime: the baselines that decide whether a task is in the paper's regime; "
                              "headline: every scheme of the headline table, seed by seed; "
@@ -292,15 +293,19 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "\"50 %%\" and 0.7, together, seed by seed; --seeds 0 1 2 3 4); deadline: issue 64's "
                              "schemes with --time_budget (design draws parts and shapes: 0.4, 0.6 and 0.8 of full "
                              "training's 12-epoch time, 3 seeds; fresh draws parts_seed7 and shapes_seed5: the "
-                             "judgement, 5 seeds; results/deadline_64/, docs/deadline.md)")
+                             "judgement, 5 seeds; results/deadline_64/, docs/deadline.md); imagenet: issue 74's "
+                             "EfficientNet-Lite0 study (--task imagenet64, source64 or imagenet128: a group's "
+                             "calibration screen; --task <group>_<draw>: equal epochs, then deadlines; "
+                             "results/imagenet_regime/, docs/notebook/imagenet_regime_74.md)")
     parser.add_argument("--model_name", default="mobilenetv2", choices=sorted({p["model_name"] for p in PROTOCOLS.values()}))
-    parser.add_argument("--task", default=None, choices=TASKS + tuple(DEADLINE_DRAWS),
+    parser.add_argument("--task", default=None, choices=TASKS + tuple(DEADLINE_DRAWS) + IMAGENET_TASKS,
                         help="shapes: embedded_shapes (an input-level shift: new textures and colours); "
                              "parts: embedded_parts (a label-space shift: new arrangements of known parts, "
                              "the paper's regime); parts_seed1 to parts_seed6, shapes_seed1 to shapes_seed3: the "
                              "same tasks' classes drawn from other task seeds (the same protocol and backbone); results go "
                              "to results/study/[<task>_]<model>_<input>/; parts_seed7, shapes_seed5: the deadline "
-                             "plan's fresh draws (default shapes; the deadline plan needs it named)")
+                             "plan's fresh draws (default shapes; the deadline plan needs it named); imagenet64, "
+                             "source64, imagenet128 and <group>_<draw>: the imagenet plan's")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="seeds of the plan's runs (default 0 1 2; the deadline plan's are fixed by its rule)")
     parser.add_argument("--dry_run", action="store_true", help="print the commands, train nothing")
@@ -410,15 +415,17 @@ def check_selections_kept(model_name: str, directory: str) -> None:
                         f"pass --output FILE to write the table elsewhere, or run this where the logs are")
 
 
-def deadline_plan(args: argparse.Namespace) -> int:
-    """The deadline plan (experiments/study_deadline.py): here, in one batch, on its rule's seeds. Its budgets are
-    seconds measured on this machine, so its runs are not spread over others."""
-    from experiments import study_deadline
-    if args.task not in DEADLINE_TASKS:
-        raise UserError(f"the deadline plan runs on {', '.join(DEADLINE_TASKS)}, "
+def batch_plan(args: argparse.Namespace) -> int:
+    """The deadline and imagenet plans (experiments/study_deadline.py, study_imagenet.py): here, in one batch, on
+    their rules' seeds. Their budgets are seconds measured on this machine, so their runs are not spread over others."""
+    from experiments import study_deadline, study_imagenet
+    plan, tasks, model = {"deadline": (study_deadline, DEADLINE_TASKS, "mobilenetv2"),
+                          "imagenet": (study_imagenet, IMAGENET_TASKS, "efficientnet_lite0")}[args.plan]
+    if args.task not in tasks:
+        raise UserError(f"the {args.plan} plan runs on {', '.join(tasks)}, "
                         + (f"not {args.task}" if args.task else "named with --task"))
     if args.model_name != "mobilenetv2":
-        raise UserError(f"the deadline plan fine-tunes mobilenetv2, not {args.model_name}: drop --model_name")
+        raise UserError(f"the {args.plan} plan fine-tunes {model}, not {args.model_name}: drop --model_name")
     array_task = resolve_shard(None, os.environ)  # a SLURM array task would run the whole plan in each
     spread = [flag for flag, given in (
         ("--seeds", args.seeds is not None), ("--decisive", args.decisive), ("--shard", args.shard),
@@ -426,20 +433,22 @@ def deadline_plan(args: argparse.Namespace) -> int:
         ("--address, --device_kind or --remote_root", args.address or args.device_kind or args.remote_root),
         (f"shard (from {array_task.source if array_task else ''})", array_task)) if given]
     if spread:
-        raise UserError(f"the deadline plan takes no {', '.join(spread)}: its seeds are fixed by its rule "
-                        "(results/deadline_64/README.md) and its runs train here in one batch, because each budget "
-                        "is seconds measured on this machine")
+        raise UserError(f"the {args.plan} plan takes no {', '.join(spread)}: its seeds are fixed by its rule "
+                        "and its runs train here in one batch, because each budget is seconds measured on this machine")
     if args.action == "run":
-        study_deadline.run_plan(args.task, args.dry_run)
+        plan.run_plan(args.task, args.dry_run)
     else:
-        study_deadline.write_table(args.task, args.output)
+        plan.write_table(args.task, args.output)
     return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    if args.plan == "deadline":
-        return deadline_plan(args)
+    if args.plan in ("deadline", "imagenet"):
+        return batch_plan(args)
+    if args.task in IMAGENET_TASKS:
+        raise UserError(f"{args.task} is a task of the imagenet plan alone: python scripts/study.py {args.action} "
+                        f"imagenet --task {args.task}")
     if args.task in DEADLINE_DRAWS:
         raise UserError(f"{args.task} is a fresh draw of the deadline plan alone (issue 64's judgement): "
                         f"python scripts/study.py run deadline --task {args.task}")

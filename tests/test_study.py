@@ -975,6 +975,9 @@ def test_study_runs_and_tables_the_deadline_plan_on_a_fresh_draw(tmp_path, monke
     (["table", "deadline"], "runs on parts, shapes, parts_seed7, shapes_seed5, named with --task"),
     (["run", "deadline", "--task", "parts", "--model_name", "resnet50"], "fine-tunes mobilenetv2, not resnet50"),
     (["run", "frontier", "--task", "shapes_seed5"], "shapes_seed5 is a fresh draw of the deadline plan alone"),
+    (["run", "imagenet", "--task", "parts"], "the imagenet plan runs on imagenet64, source64, imagenet128, imagenet64_parts"),
+    (["run", "imagenet", "--task", "imagenet64", "--seeds", "3"], "the imagenet plan takes no --seeds"),
+    (["table", "frontier", "--task", "imagenet64_fashion"], "a task of the imagenet plan alone"),
 ])
 def test_the_deadline_plan_refuses_what_it_cannot_do_in_one_line(argv, message):
     with pytest.raises(UserError, match=message):

@@ -1,0 +1,269 @@
+"""Issue 74's study: does the verdict hold with an ImageNet backbone on real photos? Run and tabled by
+scripts/study.py like the deadline plan, in one batch on this machine:
+
+    python scripts/study.py run imagenet --task imagenet64         # the calibration screen of a group
+    python scripts/study.py table imagenet --task imagenet64       # its table and the (rate, head) it chose
+    python scripts/study.py run imagenet --task imagenet64_parts   # a cell: (a) equal epochs, then (b) deadlines
+
+The rule (docs/notebook/imagenet_regime_74.md, committed before any of its runs): one architecture,
+EfficientNet-Lite0, from ImageNet and from the synthetic source task; a group is one backbone at one
+resolution over its design draws, and its calibration screen chooses the (learning rate, head) pair of full
+training on their validation splits; a cell is one backbone, resolution and draw, whose runs use its
+group's pair. Summaries go to results/imagenet_regime/<group or cell>/runs/, logs to logs/imagenet_regime/.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from elastic_trainer.command_line import UserError
+from experiments import study_deadline, study_stats
+from experiments.study_deadline import finished, made_by, publish, slug, train
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "results", "imagenet_regime")
+LOGS = os.path.join(ROOT, "logs", "imagenet_regime")
+
+DRAWS = {"parts": "embedded_parts", "shapes": "embedded_shapes", "fashion": "fashion_mnist_shot100_seed0"}
+# the source task's Lite0 backbones (bash scripts/make_source_backbone.sh efficientnet_lite0 64 parts|shapes)
+SOURCE_BACKBONES = {"parts": "saved_models/source_parts_efficientnet_lite0_64.h5",
+                    "shapes": "saved_models/source_efficientnet_lite0_64.h5"}
+GROUPS: Dict[str, Tuple[str, int, Tuple[str, ...]]] = {  # group: (backbone, input size, design draws)
+    "imagenet64": ("imagenet", 64, ("parts", "shapes", "fashion")),
+    "source64": ("source", 64, ("parts", "shapes")),
+    "imagenet128": ("imagenet", 128, ("fashion",))}
+RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+HEADS = ("glorot", "zeros")
+SCREEN_SEED, FINAL_SEEDS, FINALISTS, TIE = 0, (1, 2), 2, 0.005
+SEEDS = (0, 1, 2)
+FRACTIONS = (0.2, 0.4, 0.6)
+# (row, flags, takes the group's head): the issue's schemes; "50 %" is the original's rule (0.533, paper)
+SCHEMES: Tuple[Tuple[str, List[str], bool], ...] = (
+    ("full_training", ["--train_type", "full_training"], True),
+    ("elastic_training 50 %", ["--train_type", "elastic_training", "--rho", "0.533", "--rho_mode", "paper"], True),
+    ("elastic_training 0.7", ["--train_type", "elastic_training", "--rho", "0.7"], True),
+    ("gain_stage_training 50 %", ["--train_type", "gain_stage_training", "--rho", "0.533", "--rho_mode", "paper"],
+     False),  # it refuses the zero head: glorot at the group's rate
+    ("static_top_training 0.5", ["--train_type", "static_top_training", "--rho", "0.5"], True),
+    ("traditional_tl_training", ["--train_type", "traditional_tl_training"], True))
+EQUAL = ("full_training", "elastic_training 50 %")  # run (a): 12 epochs each
+
+
+def cells() -> Dict[str, Tuple[str, str]]:
+    """Every cell: '<group>_<draw>' -> (group, draw)."""
+    return {f"{group}_{draw}": (group, draw) for group, (_, _, draws) in GROUPS.items() for draw in draws}
+
+
+TASKS = tuple(GROUPS) + tuple(cells())
+
+
+def pair_name(rate: float, head: str) -> str:
+    return f"lr{rate:g}_{head}"
+
+
+def backbone_flags(group: str, draw: str) -> List[str]:
+    backbone, size, _ = GROUPS[group]
+    weights = "imagenet" if backbone == "imagenet" else os.path.join(ROOT, SOURCE_BACKBONES[draw])
+    if backbone == "source" and not os.path.exists(weights):
+        raise UserError(f"the source group needs {SOURCE_BACKBONES[draw]}; make it once with: "
+                        f"bash scripts/make_source_backbone.sh efficientnet_lite0 64 {draw}")
+    return ["--model_name", "efficientnet_lite0", "--dataset_name", DRAWS[draw], "--input_size", str(size),
+            "--weights", weights]
+
+
+def base_flags(group: str, draw: str, seed: int, log_root: str, name: str) -> List[str]:
+    """The protocol's main.py flags (the notebook's "What is held fixed"), without rate, head or scheme."""
+    return backbone_flags(group, draw) + [
+        "--batch_size", "32", "--num_epochs", "12", "--interval", "4", "--bn_mode", "frozen",
+        "--validation", "fresh", "--seed", str(seed), "--logdir", log_root, "--run_name", name]
+
+
+def screen_jobs(group: str, seeds: Sequence[int], pairs: Sequence[Tuple[float, str]], log_root: str) -> List:
+    """Full training at each (rate, head) pair on each of the group's draws, seed by seed."""
+    jobs = []
+    for seed in seeds:
+        for draw in GROUPS[group][2]:
+            for rate, head in pairs:
+                name = f"{draw}_{pair_name(rate, head)}_s{seed}"
+                jobs.append((name, base_flags(group, draw, seed, log_root, name) + [
+                    "--train_type", "full_training", "--learning_rate", f"{rate:g}", "--head_init", head]))
+    return jobs
+
+
+def last_validation(summary: Dict) -> float:
+    return float(summary["history"][-1]["val_accuracy"])
+
+
+def pair_means(done: Dict[str, Dict], draws: Sequence[str], seeds: Sequence[int]) -> Dict[Tuple[float, str], float]:
+    """Each pair's mean last-epoch validation accuracy over draws x seeds, for the pairs that have every run."""
+    means = {}
+    for rate in RATES:
+        for head in HEADS:
+            names = [f"{draw}_{pair_name(rate, head)}_s{seed}" for draw in draws for seed in seeds]
+            if all(name in done for name in names):
+                means[(rate, head)] = float(np.mean([last_validation(done[name]) for name in names]))
+    return means
+
+
+def ranked(means: Dict[Tuple[float, str], float]) -> List[Tuple[float, str]]:
+    """Pairs best first: higher accuracy; within TIE of a better one, the smaller rate, then glorot, first.
+    (A tie is read against the best-scoring candidate still in the list, so the order is total.)"""
+    left, order = dict(means), []
+    while left:
+        best = max(left.values())
+        level = [pair for pair, value in left.items() if best - value <= TIE + 1e-12]
+        pick = min(level, key=lambda pair: (pair[0], HEADS.index(pair[1])))
+        order.append(pick)
+        del left[pick]
+    return order
+
+
+def finalists(done: Dict[str, Dict], group: str) -> Optional[List[Tuple[float, str]]]:
+    """Stage 2's pairs (the two best of stage 1), or None while stage 1 is unfinished."""
+    means = pair_means(done, GROUPS[group][2], (SCREEN_SEED,))
+    if len(means) < len(RATES) * len(HEADS):
+        return None
+    return ranked(means)[:FINALISTS]
+
+
+def choice(done: Dict[str, Dict], group: str) -> Optional[Tuple[float, str]]:
+    """The group's (rate, head) by the rule, or None while its screen is unfinished."""
+    pairs = finalists(done, group)
+    if pairs is None:
+        return None
+    means = pair_means(done, GROUPS[group][2], SEEDS)
+    if not all(pair in means for pair in pairs):
+        return None
+    return ranked({pair: means[pair] for pair in pairs})[0]
+
+
+def group_dir(group: str) -> str:
+    return os.path.join(RESULTS, group)
+
+
+def calibrate(group: str, dry_run: bool) -> None:
+    log_root = os.path.join(LOGS, group)
+    every = [(rate, head) for rate in RATES for head in HEADS]
+    train(screen_jobs(group, (SCREEN_SEED,), every, log_root), RESULTS, group, log_root, dry_run)
+    if dry_run:
+        return
+    pairs = finalists(finished(RESULTS, group), group)
+    print(f"stage 2 of {group}: {', '.join(pair_name(*pair) for pair in pairs)}", flush=True)
+    train(screen_jobs(group, FINAL_SEEDS, pairs, log_root), RESULTS, group, log_root, False)
+
+
+def chosen(group: str) -> Tuple[float, str]:
+    pair = choice(finished(RESULTS, group), group)
+    if pair is None:
+        raise UserError(f"the {group} group has no (rate, head) yet: python scripts/study.py run imagenet --task {group}")
+    return pair
+
+
+def scheme_flags(row: str, pair: Tuple[float, str]) -> List[str]:
+    flags, takes_head = next((flags, takes) for name, flags, takes in SCHEMES if name == row)
+    return flags + ["--learning_rate", f"{pair[0]:g}", "--head_init", pair[1] if takes_head else "glorot"]
+
+
+def cell_jobs(cell: str, pair: Tuple[float, str], reference: Optional[float], log_root: str) -> List:
+    """(a) full training and ElasticTrainer "50 %" for 12 epochs; with `reference` (full training's mean
+    12-epoch seconds), (b) every scheme at each fraction of it. Seeds outermost."""
+    group, draw = cells()[cell]
+    jobs = []
+    for seed in SEEDS:
+        if reference is None:
+            for row in EQUAL:
+                name = f"{slug(row)}_e12_s{seed}"
+                jobs.append((name, base_flags(group, draw, seed, log_root, name) + scheme_flags(row, pair)))
+            continue
+        for fraction in FRACTIONS:
+            for row, _, _ in SCHEMES:
+                name = f"{slug(row)}_b{fraction:g}_s{seed}"
+                jobs.append((name, base_flags(group, draw, seed, log_root, name) + scheme_flags(row, pair)
+                             + ["--time_budget", f"{round(fraction * reference, 1)}s"]))
+    return jobs
+
+
+def full_reference(done: Dict[str, Dict]) -> Optional[float]:
+    times = [done[f"full_training_e12_s{seed}"]["train_seconds"] for seed in SEEDS
+             if f"full_training_e12_s{seed}" in done]
+    return float(np.mean(times)) if len(times) == len(SEEDS) else None
+
+
+def run_cell(cell: str, dry_run: bool) -> None:
+    group, _ = cells()[cell]
+    pair, log_root = chosen(group), os.path.join(LOGS, cell)
+    train(cell_jobs(cell, pair, None, log_root), RESULTS, cell, log_root, dry_run)
+    if not dry_run:
+        train(cell_jobs(cell, pair, full_reference(finished(RESULTS, cell)), log_root), RESULTS, cell, log_root, False)
+
+
+def calibration_table(group: str, output: Optional[str] = None) -> None:
+    done = finished(RESULTS, group)
+    backbone, size, draws = GROUPS[group]
+    lines = [f"# Calibration screen, {backbone} EfficientNet-Lite0 at {size} px (issue 74)", "",
+             "Full training, 12 epochs; last-epoch validation accuracy (%) by draw, mean over the seeds run "
+             "(stage 1: seed 0; stage 2: seeds 1 and 2 for its two best pairs). Rule: "
+             "docs/notebook/imagenet_regime_74.md, committed before the first run.", "",
+             "| rate | head | " + " | ".join(draws) + " | mean, seed 0 | seeds | mean, seeds 0-2 |",
+             "|---|---|" + "---:|" * len(draws) + "---:|---:|---:|"]
+    screen, full = pair_means(done, draws, (SCREEN_SEED,)), pair_means(done, draws, SEEDS)
+    for rate in RATES:
+        for head in HEADS:
+            cell = []
+            for draw in draws:
+                values = [last_validation(done[n]) for n in (f"{draw}_{pair_name(rate, head)}_s{s}" for s in SEEDS)
+                          if n in done]
+                cell.append(study_stats.plus_minus(study_stats.mean_std(values), 100) if values else "-")
+            seeds = max(len([s for s in SEEDS if f"{draw}_{pair_name(rate, head)}_s{s}" in done]) for draw in draws)
+            lines.append(f"| {rate:g} | {head} | " + " | ".join(cell) + " | "
+                         + (f"{100 * screen[(rate, head)]:.1f}" if (rate, head) in screen else "-") + f" | {seeds} | "
+                         + (f"{100 * full[(rate, head)]:.1f}" if (rate, head) in full else "-") + " |")
+    pairs, pick = finalists(done, group), choice(done, group)
+    lines += ["", "Stage 2's pairs: " + (", ".join(pair_name(*p) for p in pairs) if pairs else "stage 1 unfinished"),
+              "The choice: " + (f"**{pair_name(*pick)}**" if pick else "not read yet (the screen is unfinished)"),
+              "", made_by_line(group, done)]
+    publish(lines, output or os.path.join(RESULTS, f"calibration_{group}.md"))
+
+
+def made_by_line(task: str, done: Dict[str, Dict]) -> str:
+    return made_by(task, done).replace("run deadline", "run imagenet").replace("table deadline", "table imagenet")
+
+
+def cell_table(cell: str, output: Optional[str] = None) -> None:
+    """(a) and (b) on a cell: final-epoch test accuracy, mean ± std; paired differences against full training."""
+    done = finished(RESULTS, cell)
+    reference = full_reference(done)
+    lines = [f"# {cell}: equal epochs and deadlines (issue 74)", "", "Final-epoch test accuracy (%), mean ± std over "
+             "seeds; paired differences by seed against full training at the same budget, with 95 % t-intervals.", "",
+             "| budget | scheme | seeds | final test acc | train s | spent share | vs full training |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    budgets = [("e12", "12 epochs")] + [(f"b{f:g}", f"{f:g} ({f * reference:.1f} s)" if reference else f"{f:g}")
+                                          for f in FRACTIONS]
+    for key, label in budgets:
+        base = {seed: done[f"full_training_{key}_s{seed}"] for seed in SEEDS if f"full_training_{key}_s{seed}" in done}
+        for row, _, _ in SCHEMES:
+            runs = {seed: done[f"{slug(row)}_{key}_s{seed}"] for seed in SEEDS if f"{slug(row)}_{key}_s{seed}" in done}
+            if not runs:
+                continue
+            tests = [run["final_test_accuracy"] for run in runs.values()]
+            shares = [run.get("deadline", {}).get("spent_share") for run in runs.values()]
+            paired = "-"
+            if row != "full_training" and set(runs) & set(base):
+                mean, low, high = study_stats.paired_interval(
+                    [100 * (runs[s]["final_test_accuracy"] - base[s]["final_test_accuracy"]) for s in sorted(set(runs) & set(base))])
+                paired = f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]"
+            lines.append(f"| {label} | {row} | {len(runs)} | {study_deadline.mean_std(tests)} | "
+                         f"{np.mean([run['train_seconds'] for run in runs.values()]):.1f} | "
+                         + (f"{min(shares):.2f}-{max(shares):.2f}" if None not in shares else "-") + f" | {paired} |")
+    lines += ["", made_by_line(cell, done)]
+    publish(lines, output or os.path.join(RESULTS, f"{cell}.md"))
+
+
+def run_plan(task: str, dry_run: bool = False) -> None:
+    (calibrate if task in GROUPS else run_cell)(task, dry_run)
+
+
+def write_table(task: str, output: Optional[str] = None) -> None:
+    (calibration_table if task in GROUPS else cell_table)(task, output)
