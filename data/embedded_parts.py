@@ -24,7 +24,7 @@ import tensorflow_datasets as tfds
 from data import parts_render
 from data.embedded_shapes import split_sizes, target_config_name
 
-TASK_SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)  # target configs: "target" (seed 0), "target_seed1" ... "target_seed7"
+TASK_SEEDS = (0, 1, 2, 3, 4, 5, 6, 7, 8)  # target configs: "target" (seed 0), "target_seed1" ... "target_seed8"
 
 
 @dataclasses.dataclass

@@ -194,18 +194,18 @@ def test_source_and_target_tasks_are_disjoint():
 
 def test_the_judging_draws_are_new_classes():
     """parts task seeds 3 and 4 and shapes task seed 2 (the twelfth's judging draws), parts seeds 5 and 6
-    and shapes seed 3 (issue 54's), and parts seed 7 and shapes seed 5 (issue 64's) label classes no other
-    draw has; shapes seed 4 would not (left out)."""
-    parts = {seed: set(parts_render.target_species(seed)) for seed in range(8)}
-    for new in (3, 4, 5, 6, 7):
-        assert len(parts[new]) == 64 and all(parts[new].isdisjoint(parts[old]) for old in range(8) if old != new)
-    shapes = {seed: set(shapes_render.make_taxonomy(0, 20, 5, 8, 8, task_seed=seed)[1]) for seed in range(6)}
-    for new in (2, 3, 5):
-        assert len(shapes[new]) == 64 and all(shapes[new].isdisjoint(shapes[old]) for old in range(6) if old not in (new, 4))
-    assert not all(shapes[4].isdisjoint(shapes[old]) for old in range(6) if old != 4)
+    and shapes seed 3 (issue 54's), parts seed 7 and shapes seed 5 (issue 64's), and parts seed 8 and shapes
+    seed 6 (issue 74's) label classes no other draw has; shapes seed 4 would not (left out)."""
+    parts = {seed: set(parts_render.target_species(seed)) for seed in range(9)}
+    for new in (3, 4, 5, 6, 7, 8):
+        assert len(parts[new]) == 64 and all(parts[new].isdisjoint(parts[old]) for old in range(9) if old != new)
+    shapes = {seed: set(shapes_render.make_taxonomy(0, 20, 5, 8, 8, task_seed=seed)[1]) for seed in range(7)}
+    for new in (2, 3, 5, 6):
+        assert len(shapes[new]) == 64 and all(shapes[new].isdisjoint(shapes[old]) for old in range(7) if old not in (new, 4))
+    assert not all(shapes[4].isdisjoint(shapes[old]) for old in range(7) if old != 4)
     assert {"embedded_parts_seed3", "embedded_parts_seed4", "embedded_shapes_seed2", "embedded_parts_seed5",
-            "embedded_parts_seed6", "embedded_shapes_seed3", "embedded_parts_seed7", "embedded_shapes_seed5"
-            } <= set(data.DATASETS) and "embedded_shapes_seed4" not in data.DATASETS
+            "embedded_parts_seed6", "embedded_shapes_seed3", "embedded_parts_seed7", "embedded_shapes_seed5",
+            "embedded_parts_seed8", "embedded_shapes_seed6"} <= set(data.DATASETS) and "embedded_shapes_seed4" not in data.DATASETS
 
 
 def test_a_second_draw_of_the_shapes_target_keeps_the_source_and_its_design():
