@@ -442,18 +442,6 @@ def test_look_gradients_benchmark_reports_each_variant_over_the_full_gradients()
         look_gradients.parse_args(["--calls", "0"])
 
 
-def test_drift_benchmark_scales_every_time_of_a_profile():
-    from bench import drift as bench_drift
-
-    profile = {"model_name": "m", "T_fp_ms": 10.0, "T_bp_ms": 20.0, "T_full_ms": 30.0, "T_grad_ms": 25.0,
-               "tensors": [{"name": "w", "t_dw_ms": 2.0, "t_dy_ms": 4.0}]}
-    slow = bench_drift.scaled_profile(profile, 1.5, keep_anchor=True)
-    assert (slow["T_fp_ms"], slow["T_full_ms"], slow["T_grad_ms"]) == (15.0, 45.0, 37.5)
-    assert slow["tensors"] == [{"name": "w", "t_dw_ms": 3.0, "t_dy_ms": 6.0}] and slow["model_name"] == "m"
-    assert "T_grad_ms" not in bench_drift.scaled_profile(profile, 1.5, keep_anchor=False)
-    assert profile["T_full_ms"] == 30.0 and profile["tensors"][0]["t_dw_ms"] == 2.0  # the original is untouched
-
-
 def test_time_model_benchmark_reads_the_profiler_s_own_output(capsys):
     import profiler
     from bench import time_model as bench_time_model
@@ -513,39 +501,6 @@ def test_profile_consistency_report_and_paired_ratio():
     assert "| standard deviation | 0.063 | 0.000 |" in text
     assert ("within 0.95-1.05 of the profile's T_full in 1 of 2; T_full / T_grad within 8 % of the pairs after "
             "in 1 of 2") in text
-
-
-def test_period_noise_compares_each_period_with_the_one_before(tmp_path):
-    from bench import period_noise as bench_period_noise
-
-    # epochs of 10 s, then 11 s from epoch 5 on, then one stalled 10.24 s epoch; epoch 1 compiles (30 s)
-    epochs = [30.0, 10.0, 10.0, 10.0, 11.0, 11.0, 11.0, 11.0, 10.24, 11.0, 11.0, 11.0]
-    history = [{"train_seconds": float(sum(epochs[:k + 1]))} for k in range(len(epochs))]
-    ratios = bench_period_noise.period_ratios(history, 4)
-    assert ratios == pytest.approx([1.1, (10.24 + 33) / 4 / 11])  # epoch 1 is left out of the first period
-    assert bench_period_noise.stalled_epochs(history) == 1
-    folder = tmp_path / "study" / "claims"
-    folder.mkdir(parents=True)
-    (folder / "full_training_s0.json").write_text(json.dumps({"train_type": "full_training", "history": history}))
-    (folder / "elastic_training_s0.json").write_text(json.dumps({"train_type": "elastic_training", "history": history}))
-    (folder / "notes.json").write_text("[1, 2]")  # not a run summary: skipped
-    assert len(bench_period_noise.fixed_workload_runs(str(tmp_path / "study"))) == 1
-    table = bench_period_noise.report([str(tmp_path / "study")], 4)
-    assert "| claims | 1 | 2 | 50% |" in table and table.rstrip().endswith("| 1 |")
-
-
-def test_anchor_benchmark_reads_the_anchor_as_training_computes_it():
-    from bench import anchor as bench_anchor
-
-    # profile: full 60 ms, gradients 50 ms; now: in-loop full 66 ms (1.1x), selection 33 ms in the loop
-    row = dict(profile_full=60.0, profile_grad=50.0, loop_full=66.0, loop_sel=33.0, probe_calls=[55.0, 80.0],
-               anchor_grad=55.0, anchor_step=33.0, step_calls=[33.0, 40.0], interleaved_grad=55.0,
-               interleaved_step=33.0, warm_grad=55.0, candidate_grad=55.0, candidate_step=33.0)
-    ratios = bench_anchor.ratios(row)
-    # drift = 55 / 50 x (33 / 33) = 1.1, so the anchor puts today's full step at 66 ms: right
-    assert ratios == pytest.approx({"anchor": 1.0, "interleaved": 1.0, "warm_grad": 1.0, "fastest": 1.0, "candidate": 1.0})
-    assert bench_anchor.ratios(dict(row, anchor_grad=60.5))["anchor"] == pytest.approx(1.1)
-    assert "fastest: estimate / in-loop full step 1.000 ± 0.000" in bench_anchor.report([row, row])
 
 
 def test_a_paired_interval_is_student_t_over_the_seeds():
