@@ -264,7 +264,8 @@ def accepted_flags(path: str) -> str:
 RETIRED = {"49e35f4": ("experiments/time_model_62/", "experiments/refactor_63/", "experiments/fresh_validation/",
                        "experiments/selective_head_64.py", "bench/image_folder.py", "bench/gated_step.py",
                        "bench/schemes.sh", "bench/transfer.sh"),
-           "60af17a": ("bench/drift.py", "bench/anchor.py", "bench/period_noise.py", "bench/ray_push.py")}
+           "60af17a": ("bench/drift.py", "bench/anchor.py", "bench/period_noise.py", "bench/ray_push.py",
+                       "bench/look_gradients.py", "bench/probe_chunks.py")}
 
 
 def test_retired_code_is_gone_and_the_results_readme_names_the_commit_that_has_it():

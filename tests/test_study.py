@@ -432,16 +432,6 @@ def test_depth_reading_uses_the_validation_selected_accuracy_when_every_run_has_
     assert "test acc % at val-best epoch" in text
 
 
-def test_look_gradients_benchmark_reports_each_variant_over_the_full_gradients():
-    from bench import look_gradients
-    args = look_gradients.parse_args(["--blocks", "2", "--calls", "3"])
-    assert (args.model_name, args.input_size, args.batch_size, args.blocks, args.calls) == ("mobilenetv2", 64, 32, 2, 3)
-    table = look_gradients.report({"full": 1200.0, "norms": 450.0}, {"full": [50.0, 60.0], "norms": [44.0, 44.0]})
-    assert table.splitlines()[2:] == ["| full | 1200 | 55.0 | 1.00 |", "| norms | 450 | 44.0 | 0.80 |"]
-    with pytest.raises(SystemExit):
-        look_gradients.parse_args(["--calls", "0"])
-
-
 def test_time_model_benchmark_reads_the_profiler_s_own_output(capsys):
     import profiler
     from bench import time_model as bench_time_model
