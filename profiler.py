@@ -33,6 +33,7 @@ from elastic_trainer.files import atomic_write_json, atomic_write_text
 from elastic_trainer.memory_stats import allocator_device, allocator_mb, MB, reset_peak
 from elastic_trainer.step_timing import round_medians, typical_ms, wall_time_samples, wall_times_ms
 from models import gradient_check, gradient_filter as filtering
+from models.blocks import leaf_layers
 from schemes.probe import break_even_calls, free_batch_gradients, micro_batched_gradients, PROBE_COST_KEYS
 from train_step import (StepCache, TrainStep, eager_gradients, forward_function, full_gradients, make_optimizer,
                         preserved_state, shared_forward)
@@ -249,14 +250,6 @@ def device_name() -> str:
     return f"{model} ({os.cpu_count()} logical cores)"
 
 
-def flat_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:
-    """Every leaf layer in forward (topological) order, nested models opened."""
-    layers = []
-    for layer in model.layers:
-        layers += flat_layers(layer) if isinstance(layer, tf.keras.Model) else [layer]
-    return layers
-
-
 def input_mb(layer: tf.keras.layers.Layer, batch_size: int) -> float:
     """MB of the layer's inputs for one batch (from their shapes and dtype)."""
     try:
@@ -271,7 +264,7 @@ def input_mb(layer: tf.keras.layers.Layer, batch_size: int) -> float:
 def memory_columns(model: tf.keras.Model, batch_size: int) -> Tuple[np.ndarray, np.ndarray]:
     """(act_mb, grad_mb) per trainable tensor, forward order: the layer inputs from the tensor's
     layer to the output (what a backward pass down to it keeps), and the tensor's own size."""
-    layers = flat_layers(model)
+    layers = leaf_layers(model)
     kept_from = np.cumsum([input_mb(layer, batch_size) for layer in layers][::-1])[::-1]  # layer i..end
     index = {id(layer): position for position, layer in enumerate(layers)}
     owners = models.owner_layers(model)

@@ -34,7 +34,8 @@ import numpy as np
 import tensorflow as tf
 
 import models
-from profiler import (_random_masks, flat_layers, input_mb, measured_peak_mb, memory_columns, random_batch,
+from models.blocks import leaf_layers
+from profiler import (_random_masks, input_mb, measured_peak_mb, memory_columns, random_batch,
                       tensor_points, top_mask)
 from train_step import TrainStep, make_optimizer, shared_forward
 
@@ -57,7 +58,7 @@ def finer_columns(model: tf.keras.Model, batch_size: int, bn_mode: str) -> Tuple
     """(depth_mb, own_mb) per tensor, forward order: the inputs every backward pass down to the
     tensor's layer keeps (a function of the deepest selected tensor, like t_dy), and the input its
     own weight gradient needs (kernels and gammas; additive, like t_dw)."""
-    layers = flat_layers(model)
+    layers = leaf_layers(model)
     kept = [input_mb(layer, batch_size) if layer_kind(layer, bn_mode) == "always" else 0.0 for layer in layers]
     kept_from = np.cumsum(kept[::-1])[::-1]
     index = {id(layer): position for position, layer in enumerate(layers)}

@@ -1,9 +1,10 @@
 """Files: atomic writes (readers see the old file or the whole new one), a writable folder proved,
-JSON read with a message that names what was read. Imports no TensorFlow.
+JSON read with a message that names what was read, a file's sha256. Imports no TensorFlow.
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -66,3 +67,12 @@ def read_json(path: str, what: str) -> Any:
         raise UserError(f"{what} {path} does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"{what} {path} is not valid JSON (truncated or corrupt?): {error}") from None
+
+
+def file_sha256(path: str) -> str:
+    """The hex sha256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

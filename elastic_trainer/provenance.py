@@ -3,7 +3,6 @@ date, host, versions, the command and the initial weights' sha256 (summary.json'
 from __future__ import annotations
 
 import datetime
-import hashlib
 import os
 import platform
 import shlex
@@ -12,6 +11,8 @@ import subprocess
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
+
+from elastic_trainer.files import file_sha256
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 
@@ -32,15 +33,9 @@ def code_state(root: str = ROOT) -> Dict[str, Optional[object]]:
     return {"code_commit": commit, "code_dirty": None if changes is None else bool(changes)}
 
 
-def file_sha256(path: str) -> Optional[str]:
-    """sha256 of a file's bytes (None when `path` is not a file, e.g. --weights imagenet)."""
-    if not os.path.isfile(path):
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def weights_sha256(path: str) -> Optional[str]:
+    """sha256 of the initial weights' file (None when `path` is not a file, e.g. --weights imagenet)."""
+    return file_sha256(path) if os.path.isfile(path) else None
 
 
 def provenance(argv: Sequence[str], weights: str) -> Dict[str, Optional[object]]:
@@ -49,4 +44,4 @@ def provenance(argv: Sequence[str], weights: str) -> Dict[str, Optional[object]]
     return {**code_state(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "host": socket.gethostname(), "tensorflow_version": tf.__version__,
             "python_version": platform.python_version(),
-            "command": shlex.join(["python", "main.py", *argv]), "weights_sha256": file_sha256(weights)}
+            "command": shlex.join(["python", "main.py", *argv]), "weights_sha256": weights_sha256(weights)}

@@ -26,8 +26,7 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from elastic_trainer.command_line import HelpFormatter, UserError
-from elastic_trainer.files import atomic_write_json, atomic_write_text
-from experiments.ray_node import sha256_of as file_sha256  # (standard library only, shipped to Ray nodes)
+from elastic_trainer.files import atomic_write_json, atomic_write_text, file_sha256
 from experiments.runner import add_distribution_flags, distribution, train_all
 from experiments.sharding import load_manifests, nominal_cost, record, report, resolve_shard, select
 from experiments.study_deadline import JUDGED_DRAWS as DEADLINE_DRAWS, TASKS as DEADLINE_TASKS

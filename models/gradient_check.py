@@ -16,7 +16,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 import tensorflow as tf
 
-from models.blocks import CONVOLUTIONS
+from models.blocks import CONVOLUTIONS, leaf_layers
 
 # A float32 gradient whose largest error exceeds this share of the float64 gradient's largest value is
 # wrong: float32 rounding over the sums of these shapes stays below 1e-5 (2e-8-9e-8 in the case above
@@ -44,17 +44,10 @@ class Convolution:
                 f"at {height}x{width}")
 
 
-def _leaf_layers(model: tf.keras.Model) -> List[tf.keras.layers.Layer]:
-    found = []
-    for layer in model.layers:
-        found += _leaf_layers(layer) if isinstance(layer, tf.keras.Model) else [layer]
-    return found
-
-
 def convolutions(model: tf.keras.Model) -> List[Convolution]:
     """The model's distinct convolutions (Conv2D and DepthwiseConv2D layers), in forward order."""
     found: Dict[Convolution, None] = {}
-    for layer in _leaf_layers(model):
+    for layer in leaf_layers(model):
         if not isinstance(layer, CONVOLUTIONS) or layer.groups != 1 and not _is_depthwise(layer):
             continue
         depthwise = _is_depthwise(layer)

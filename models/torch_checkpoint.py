@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
 import os
 import pickle
 import re
@@ -179,15 +178,6 @@ def _to_array(reference: _TensorReference, path: str, name: str) -> np.ndarray:
     view = np.lib.stride_tricks.as_strided(storage.data[reference.offset:], shape=size,
                                            strides=[s * itemsize for s in stride], writeable=False)
     return np.array(view, dtype=storage.dtype.newbyteorder("="), order="C")  # a copy the caller owns
-
-
-def file_sha256(path: str) -> str:
-    """The hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def check_hash_in_name(path: str, sha256: str) -> None:

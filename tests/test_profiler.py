@@ -14,6 +14,7 @@ import profiler
 from elastic_trainer import memory_model, memory_stats, profile_tables, step_timing
 from elastic_trainer.command_line import UserError
 from elastic_trainer.files import atomic_write_json
+from models.blocks import leaf_layers
 from schemes import probe
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
@@ -250,7 +251,7 @@ def test_cli_profiles_then_reuses(tmp_path, caplog):
         # the model's own layers)
         check = profile["gradient_check"]
         assert check["checked"] == len({(layer.__class__, layer.input.shape, layer.weights[0].shape, layer.strides)
-                                         for layer in profiler.flat_layers(models.build_model(
+                                         for layer in leaf_layers(models.build_model(
                                              "mobilenetv2", 3, 32, "none")) if isinstance(layer, (tf.keras.layers.Conv2D, tf.keras.layers.DepthwiseConv2D))})
         assert check["batch_size"] == 2 and isinstance(check["wrong"], list)
         stamp = path.stat().st_mtime_ns
