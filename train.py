@@ -24,7 +24,8 @@ from elastic_trainer.memory_stats import AllocatorPhases, reset_peak
 from elastic_trainer.run_control import RunInterrupted, StopRequest, Stopwatch, diverged
 from elastic_trainer.run_outputs import RunOutputs
 from elastic_trainer.run_summary import (add_energy, add_step, epoch_energy, epoch_line, epoch_scalars, epoch_totals,
-                                         history_entry, loop_summary, memory_summary, selected_epoch)
+                                         evaluation_fields, history_entry, loop_summary, memory_summary,
+                                         selected_epoch)
 from elastic_trainer.step_timing import reference_timing
 from schemes import SCHEMES, Context, Scheme
 from train_step import StepCache, make_evaluator, make_optimizer
@@ -78,10 +79,11 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     """Train `model` with the scheme `config.train_type`; return the run's summary.
 
     `train_seconds` counts what a user waits for except evaluation and checkpoints: steps, data,
-    selections (probe and DP) and compiling each new selection's step. Each epoch ends with an
+    selections (probe and DP) and compiling each new selection's step. Each epoch ends with
+    scalars, a checkpoint when due and, every `config.eval_every` epochs and at the last, an
     evaluation on `val_data` (the model-selection split; also on the test set with
-    `config.test_every_epoch`), scalars, a checkpoint when due and, with save_model, the best
-    weights; the test set is evaluated once at the end (`Loop.final_evaluation`). `train_data` is
+    `config.test_every_epoch`) and, with save_model, the best weights; the test set is evaluated
+    once at the end (`Loop.final_evaluation`). `train_data` is
     a data.Epochs or a tf.data.Dataset. With `resume` training continues from the latest
     checkpoint; a signal stops it after the current step with a checkpoint, and the error names
     `resume_command`. An energy `meter` meters each epoch's steps; `process_start`
@@ -96,11 +98,13 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
             totals = loop.train_epoch(stop)
             if not totals["seen"]:  # the deadline came with the epoch's start: no epoch to end
                 break
-            metrics = loop.evaluate_epoch(epoch_test, val_data)
+            last = loop.length.last_epoch(loop.state)  # asked before the evaluation: the last one is always due
+            metrics = loop.evaluate_epoch(epoch_test, val_data, last)
             loop.end_epoch(totals, metrics, force_checkpoint=bool(stop.signal_number))
             if stop.signal_number and not loop.length.finished(loop.state):
                 raise RunInterrupted(stop.signal_number, f"at the end of epoch {loop.state.epoch}; checkpoint written",
                                      loop.resume_command)
+    loop.evaluate_last_epoch(epoch_test, val_data)
     loop.final_evaluation(test_data)
     if loop.length.deadline is not None:
         outputs.save_config(loop.length.deadline.recorded(config))
@@ -257,9 +261,12 @@ class Loop:
         state.step_ms += totals["step_ms"]
         return totals
 
-    def evaluate_epoch(self, test_data: Optional[tf.data.Dataset],
-                       val_data: Optional[tf.data.Dataset]) -> Dict[str, float]:
-        """Validation (and, given `test_data`, test) loss and accuracy; not training time."""
+    def evaluate_epoch(self, test_data: Optional[tf.data.Dataset], val_data: Optional[tf.data.Dataset],
+                       last: bool = False) -> Optional[Dict[str, float]]:
+        """Validation (and, given `test_data`, test) loss and accuracy at the end of every
+        --eval_every-th epoch and of the run's `last`; None for an epoch in between. Not training time."""
+        if not (last or (self.state.epoch + 1) % self.config.eval_every == 0):
+            return None
         with self.memory.phase("evaluation"):
             start = time.perf_counter()
             metrics = self.evaluate(test_data) if test_data is not None else {}
@@ -268,23 +275,39 @@ class Loop:
             self.state.evaluation_seconds += time.perf_counter() - start
         return metrics
 
-    def end_epoch(self, totals: Dict, metrics: Dict[str, float], force_checkpoint: bool = False) -> None:
+    def end_epoch(self, totals: Dict, metrics: Optional[Dict[str, float]], force_checkpoint: bool = False) -> None:
         """Model selection, the epoch's history, scalars and log line, and a checkpoint when one is
-        due (`checkpoint_seconds` since the last) or forced."""
+        due (`checkpoint_seconds` since the last) or forced. `metrics` None: not evaluated (--eval_every)."""
         state = self.state
-        self.kept.select(state, metrics)
-        logging.info("%s", epoch_line(self.length.epoch_label(state.epoch + 1), metrics, state.best_accuracy,
+        self.kept.select(state, metrics, state.epoch + 1)
+        logging.info("%s", epoch_line(self.length.epoch_label(state.epoch + 1), metrics or {}, state.best_accuracy,
                                       state.train_seconds))
         self.chance.check(totals["loss_sum"] / max(totals["seen"], 1), state.epoch + 1, self.length.epochs())
         energy = epoch_energy(totals)
         state.history.append(history_entry(state.epoch + 1, state.train_seconds, totals, metrics, energy))
-        scalars = epoch_scalars(state, totals, metrics, energy, float(self.setup.learning_rate(state.step)),
+        scalars = epoch_scalars(state, totals, metrics or {}, energy, float(self.setup.learning_rate(state.step)),
                                 self.profile and float(self.profile["T_full_ms"]), self.memory.epoch_peaks)
         self.outputs.epoch_end(state.step, scalars)
         self.memory.epoch_peaks = {}
         state.epoch, state.position, state.epoch_totals = state.epoch + 1, 0, {}
         if force_checkpoint or self.checkpoints.due_at_epoch_end(self.config.checkpoint_seconds):
             self.save_checkpoint()
+
+    def evaluate_last_epoch(self, test_data: Optional[tf.data.Dataset], val_data: Optional[tf.data.Dataset]) -> None:
+        """The last epoch's evaluation when its end did not know it was the last and --eval_every
+        skipped it: a deadline that came with the next epoch's first batch (or at once in a resumed
+        session). Model selection, the summary and experiments/ read the last epoch's accuracy."""
+        state = self.state
+        if not state.history or state.history[-1].get("evaluated", True) or state.position:
+            return  # (a position: a restored unfinished epoch's steps are in the weights, not that epoch's)
+        entry = state.history[-1]
+        metrics = self.evaluate_epoch(test_data, val_data, last=True)
+        self.kept.select(state, metrics, entry["epoch"])
+        del entry["evaluated"]
+        entry.update(evaluation_fields(metrics))
+        logging.info("%s (evaluated after the deadline ended the run)", epoch_line(
+            self.length.epoch_label(entry["epoch"]), metrics, state.best_accuracy, state.train_seconds))
+        self.outputs.scalars(state.step, {**metrics, "time/evaluation_seconds": state.evaluation_seconds})
 
     def final_evaluation(self, test_data: tf.data.Dataset) -> None:
         """The test set, once, after the last epoch: on the final weights and on the weights of

@@ -197,6 +197,9 @@ def output_flags(flag) -> None:
     flag("--save_txt", type=str2bool, nargs="?", const=True, default=False, metavar="BOOL", help="also write <logdir>/<run_name>.txt")
     flag("--test_every_epoch", type=str2bool, nargs="?", const=True, default=False, metavar="BOOL",
          help="evaluate the test set every epoch (the original's curve), not once at the end")
+    flag("--eval_every", type=int, default=1, metavar="N",
+         help="evaluate every Nth epoch's end and always the last (validation, which picks the best epoch, and the "
+              "test set with --test_every_epoch); the epochs between have no validation accuracy")
     flag("--reference_steps", type=int, default=0, metavar="N",
          help="after training, time N full steps against N of the final selection (0: skip)")
     flag("--energy_meter", default="auto", choices=energy.METERS, help="the device's energy counter to read")
@@ -306,6 +309,9 @@ def check_numbers(args: argparse.Namespace) -> None:
         raise UserError("--recalibrate must be 0 (never) or a number of selections")
     if args.reference_steps < 0:
         raise UserError("--reference_steps must be 0 (skip) or a number of steps")
+    if args.eval_every < 1:
+        raise UserError(f"--eval_every must be a positive number of epochs (1: every epoch; the last is always "
+                        f"evaluated), got {args.eval_every}")
     if args.checkpoint_every < 0:
         raise UserError("--checkpoint_every must be 0 (epoch ends only) or a number of steps")
     if not (args.checkpoint_seconds >= 0 and math.isfinite(args.checkpoint_seconds)):

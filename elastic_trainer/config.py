@@ -49,6 +49,7 @@ class TrainConfig:
     energy_meter: str = "auto"  # energy.py's reader: none, auto, rapl, ina3221, nvml
     memory_budget_mb: float = 0.0  # elastic_training, sparse_update_training: the allocator's step peak (0: none)
     test_every_epoch: bool = False  # the original's per-epoch test curve (else: validation per epoch, test at the end)
+    eval_every: int = 1  # epochs between the per-epoch evaluations (--eval_every; the last epoch is always evaluated)
     head_init: str = "glorot"  # a fresh classifier's start: glorot (Keras's, the original's) or zeros
     probe_mode: str = "auto"  # the importance probe's gradient calls: eager, traced, or auto (the cheaper, measured)
     time_budget: float = 0.0  # seconds of training the run plans for (--time_budget; 0: --num_epochs decides)

@@ -298,6 +298,14 @@ class RunLength:
             return self.deadline.ends_here(state.train_seconds)
         return state.epoch >= self.num_epochs
 
+    def last_epoch(self, state) -> bool:
+        """At the end of an epoch's steps (not yet counted in `state.epoch`): whether it is the run's
+        last. Under a deadline, as the next finished() will say (asked twice at a step, the plan
+        answers the same); a deadline that comes with the next epoch's first batch is not known here."""
+        if self.deadline is not None:
+            return self.deadline.ends_here(state.train_seconds)
+        return state.epoch + 1 >= self.num_epochs
+
     def ends_here(self, spent_seconds: float) -> bool:
         """Before a step within an epoch: whether the deadline ends the run here (never without one)."""
         return self.deadline is not None and self.deadline.ends_here(spent_seconds)

@@ -23,21 +23,23 @@ class KeptWeights:
         self.best: Optional[tuple] = None  # (epoch, weights) of the validation-best epoch so far
         self.unsaved = False  # `best` changed since the last checkpoint
 
-    def select(self, state, metrics: Dict[str, float]) -> None:
-        """Keep the epoch's weights as the last good ones, and as the best when its validation (else
-        test) accuracy is the best so far: in memory for the final test, on disk with save_model.
-        `state` (train.LoopState, its epoch not yet counted) keeps the best accuracies."""
-        epoch = state.epoch
+    def select(self, state, metrics: Optional[Dict[str, float]], epoch: int) -> None:
+        """Keep the weights at the end of epoch `epoch` (1-based) as the last good ones, and as the
+        best when its validation (else test) accuracy is the best so far: in memory for the final
+        test, on disk with save_model. `metrics` None: an epoch --eval_every skipped, which has no
+        accuracy to be the best by. `state` (train.LoopState) keeps the best accuracies."""
+        weights = self.model.get_weights()
+        self.last_good = (epoch, weights)
+        if metrics is None:
+            return
         validated, tested = "validation/accuracy" in metrics, "test/accuracy" in metrics
         if tested:
             state.best_accuracy = max(state.best_accuracy, metrics["test/accuracy"])
-        weights = self.model.get_weights()
-        self.last_good = (epoch + 1, weights)
         selected = metrics.get("validation/accuracy", metrics.get("test/accuracy"))
         if selected is None or selected > state.best_selected:  # the first epoch of the best, as summarize() picks
             state.best_selected = -1.0 if selected is None else selected  # nothing to select on: the latest
             if validated and not tested:  # the test set sees these weights after the last epoch
-                self.best, self.unsaved = (epoch + 1, weights), True
+                self.best, self.unsaved = (epoch, weights), True
             if self.save_model:
                 self.outputs.save_best(self.model)
 

@@ -74,17 +74,21 @@ def add_energy(totals: Dict, joules: float, steps: int) -> None:
     totals["energy_steps"] = totals.get("energy_steps", 0) + steps
 
 
-def history_entry(epoch: int, train_seconds: float, totals: Dict, metrics: Dict[str, float],
+def history_entry(epoch: int, train_seconds: float, totals: Dict, metrics: Optional[Dict[str, float]],
                   energy: Dict[str, float]) -> Dict:
     """An epoch's line of the summary's history: its training loss, validation and test accuracy
-    (when evaluated), the training seconds so far, and its energy (when metered)."""
-    tested, validated = "test/accuracy" in metrics, "validation/accuracy" in metrics
-    return {"epoch": epoch, "train_seconds": train_seconds,
-            **({"test_accuracy": metrics["test/accuracy"]} if tested else {}),
-            "train_loss": totals["loss_sum"] / max(totals["seen"], 1),
-            **({"val_accuracy": metrics["validation/accuracy"]} if validated else {}),
+    (when evaluated; `metrics` None: an epoch --eval_every skipped, recorded as "evaluated": false),
+    the training seconds so far, and its energy (when metered)."""
+    return {"epoch": epoch, "train_seconds": train_seconds, "train_loss": totals["loss_sum"] / max(totals["seen"], 1),
+            **(evaluation_fields(metrics) if metrics is not None else {"evaluated": False}),
             **({"energy_joules": energy["energy/epoch_joules"], "energy_steps": totals["energy_steps"]}
                if energy else {})}
+
+
+def evaluation_fields(metrics: Dict[str, float]) -> Dict[str, float]:
+    """An evaluated epoch's accuracies as its history entry holds them (test_accuracy, val_accuracy)."""
+    return {**({"test_accuracy": metrics["test/accuracy"]} if "test/accuracy" in metrics else {}),
+            **({"val_accuracy": metrics["validation/accuracy"]} if "validation/accuracy" in metrics else {})}
 
 
 def energy_summary(history: Sequence[Dict], meter) -> Dict:

@@ -156,6 +156,27 @@ def test_a_bad_config_is_one_clear_message(tmp_path, capsys, content, message):
     assert message in error and "Traceback" not in error
 
 
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_eval_every_below_one_is_one_clear_message_before_anything_is_written(tmp_path, capsys, value):
+    import main
+    from elastic_trainer.command_line import run_cli
+
+    assert run_cli(main.main, ["--eval_every", value, "--logdir", str(tmp_path / "logs")]) == 2
+    error = capsys.readouterr().err
+    assert f"error: --eval_every must be a positive number of epochs (1: every epoch; the last is always " \
+           f"evaluated), got {value}" in error and "Traceback" not in error
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_says_what_eval_every_evaluates():
+    from elastic_trainer import cli
+
+    shown = " ".join(cli.build_parser().format_help().split())
+    assert "--eval_every N evaluate every Nth epoch's end and always the last" in shown
+    assert "the epochs between have no validation accuracy (default: 1)" in shown
+    assert cli.parse_args([]).eval_every == 1  # today's behaviour unless asked
+
+
 def test_a_replay_works_out_again_what_followed_from_the_replaced_flags(tmp_path, tfds_dir):
     import dataclasses
 

@@ -430,7 +430,8 @@ def test_the_live_anchor_reads_the_period_s_speed_through_a_burst_proof_ratio(mo
     assert info["elastic/drift"] == pytest.approx(1.0)
 
 
-def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
+@pytest.mark.parametrize("eval_every", [1, 3])  # 3: epoch 1 is not evaluated, and its weights are kept still
+def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path, eval_every):
     model = tiny_model()
     calls = {"count": 0}
 
@@ -444,7 +445,8 @@ def test_training_stops_on_nan_and_keeps_the_last_good_checkpoint(tmp_path):
     data = tf.data.Dataset.from_generator(batches, output_signature=spec)
     outputs = RunOutputs(str(tmp_path), "nan_run", "tiny", 3, 16)
     with pytest.raises(run_control.TrainingDiverged, match=r"loss became nan at step 5 \(epoch 2\).*last good"):
-        train.train(config(num_epochs=3, logdir=str(tmp_path)), model, data, tiny_data(), 4, outputs)
+        train.train(config(num_epochs=3, logdir=str(tmp_path), eval_every=eval_every), model, data, tiny_data(), 4,
+                    outputs)
     assert (tmp_path / "nan_run" / "last_good.h5").exists()
     kept = tiny_model()
     kept.load_weights(str(tmp_path / "nan_run" / "last_good.h5"))
@@ -516,8 +518,8 @@ def test_the_test_set_sees_the_final_and_the_validation_best_weights_once_at_the
     assert summary["best_test_accuracy"] is None and summary["best_val_epoch"] == 1
 
 
-@pytest.mark.parametrize("every_epoch", [False, True])
-def test_epochs_are_validated_and_tested_only_at_the_end_unless_asked(tmp_path, monkeypatch, every_epoch):
+def counted_evaluations(monkeypatch) -> list:
+    """The loop's evaluations, one entry (the split's prefix: "test", "validation") each, as they come."""
     evaluated = []
     make_evaluator = train.make_evaluator
 
@@ -526,6 +528,12 @@ def test_epochs_are_validated_and_tested_only_at_the_end_unless_asked(tmp_path, 
         return lambda dataset, prefix="test": evaluated.append(prefix) or evaluate(dataset, prefix)
 
     monkeypatch.setattr(train, "make_evaluator", counting)
+    return evaluated
+
+
+@pytest.mark.parametrize("every_epoch", [False, True])
+def test_epochs_are_validated_and_tested_only_at_the_end_unless_asked(tmp_path, monkeypatch, every_epoch):
+    evaluated = counted_evaluations(monkeypatch)
     tf.keras.utils.set_random_seed(0)
     model = tiny_model()
     outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
@@ -537,6 +545,84 @@ def test_epochs_are_validated_and_tested_only_at_the_end_unless_asked(tmp_path, 
     else:  # the final weights, and the validation-best epoch's unless it is the last
         assert evaluated.count("test") == (1 if summary["best_val_epoch"] == 3 else 2)
         assert evaluated[-1] == "test" and summary["final_test_seconds"] > 0
+
+
+def accuracy_steps(run_dir: str, split: str):
+    """The steps of a run's `split` accuracy scalars, read back from its TensorBoard events."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    accumulator = event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0})
+    accumulator.Reload()
+    tags = accumulator.Tags()["tensors"]
+    return [event.step for event in accumulator.Tensors(f"accuracy/{split}")] if f"accuracy/{split}" in tags else []
+
+
+@pytest.mark.parametrize("epochs, every, evaluated, every_epoch", [(5, 3, [3, 5], False), (4, 3, [3, 4], True),
+                                                                   (6, 3, [3, 6], False), (2, 1, [1, 2], False)])
+def test_eval_every_evaluates_every_nth_epoch_and_always_the_last(tmp_path, monkeypatch, epochs, every, evaluated,
+                                                                  every_epoch):
+    calls = counted_evaluations(monkeypatch)
+    tf.keras.utils.set_random_seed(0)
+    outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+    summary = train.train(config(num_epochs=epochs, eval_every=every, logdir=str(tmp_path),
+                                 test_every_epoch=every_epoch), tiny_model(), tiny_data(), tiny_data(seed=1), 4,
+                          outputs, val_data=tiny_data(seed=2))
+    outputs.writer.flush()
+    assert calls.count("validation") == len(evaluated)
+    assert accuracy_steps(outputs.run_dir, "validation") == [4 * epoch for epoch in evaluated]  # 4 steps an epoch
+    assert len(accuracy_steps(outputs.run_dir, "train")) == epochs  # every epoch still has its training scalars
+    history = summary["history"]
+    assert [entry["epoch"] for entry in history if "val_accuracy" in entry] == evaluated
+    assert [entry["epoch"] for entry in history if entry.get("evaluated") is False] == \
+        [epoch for epoch in range(1, epochs + 1) if epoch not in evaluated]  # said, not left to guess
+    assert summary["best_val_epoch"] in evaluated
+    if every_epoch:  # the test set at the same epochs, and the best over them
+        assert accuracy_steps(outputs.run_dir, "test") == [4 * epoch for epoch in evaluated]
+        tested = [entry["test_accuracy"] for entry in history if "test_accuracy" in entry]
+        assert len(tested) == len(evaluated) and summary["best_test_accuracy"] == max(tested)
+        assert summary["final_test_accuracy"] == history[-1]["test_accuracy"]
+    else:  # the final weights, and the validation-best (evaluated) epoch's unless it is the last
+        assert calls.count("test") == (1 if summary["best_val_epoch"] == epochs else 2)
+
+
+class SlowStart:
+    """tiny_data's batches, the first of epoch `epoch` (0-based) served `seconds` late (as a large
+    shuffle buffer filling): the deadline ends the run there, before the epoch's first step."""
+
+    def __init__(self, epoch: int, seconds: float):
+        import data
+
+        self.slow, self.seconds, self.dataset = epoch, seconds, tiny_data()
+        self._probes = data.FixedEpochs(self.dataset)
+
+    def epoch(self, index, skip=0):
+        for position, batch in enumerate(self.dataset.skip(skip), start=skip):
+            if index == self.slow and position == 0:
+                time.sleep(self.seconds)
+            yield batch
+
+    def probe(self, start, batches):
+        return self._probes.probe(start, batches)
+
+
+@pytest.mark.slow
+def test_a_deadline_that_comes_with_an_epoch_s_start_still_has_its_last_epoch_evaluated(tmp_path):
+    """The end of epoch 2 cannot know it is the last: the run's clock runs out while epoch 3 waits for
+    its first batch. --eval_every 5 skipped epoch 2 there, so it is evaluated after the loop."""
+    tf.keras.utils.set_random_seed(0)
+    model = tiny_model()
+    outputs = RunOutputs(str(tmp_path), "run", "tiny", 3, 16)
+    budget = 4.0  # 8 tiny steps and their compile take well under a second
+    summary = train.train(config(num_epochs=1, eval_every=5, time_budget=budget, logdir=str(tmp_path)), model,
+                          SlowStart(2, budget), tiny_data(seed=1), 4, outputs, tiny_profile(model),
+                          val_data=tiny_data(seed=2))
+    outputs.writer.flush()
+    assert summary["deadline"]["steps"] == 8 and summary["deadline"]["plan"][-1] == [8, 8], summary["deadline"]
+    assert [entry["epoch"] for entry in summary["history"]] == [1, 2]
+    assert "val_accuracy" not in summary["history"][0] and summary["history"][0]["evaluated"] is False
+    assert "val_accuracy" in summary["history"][1] and "evaluated" not in summary["history"][1]
+    assert accuracy_steps(outputs.run_dir, "validation") == [8]
+    assert summary["best_val_epoch"] == 2 and summary["test_accuracy_at_best_val"] == summary["final_test_accuracy"]
 
 
 @pytest.mark.slow
