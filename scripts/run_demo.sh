@@ -13,9 +13,10 @@
 #      for the training time ElasticTrainer took (--time_budget, with the zero head the README advises
 #      at a deadline: the question at a deadline);
 #   5. plot validation accuracy against training time, and print each run's final test accuracy.
-# The curve's points are the validation split's accuracy at each epoch's end, which every run evaluates
-# anyway to pick its best epoch; the test set is evaluated once, at the end (no per-epoch test pass:
-# it cost as much as the training itself).
+# The curve's points are the validation split's accuracy at every DEMO_EVAL_EVERY-th (3rd) epoch's end and at
+# each run's last (--eval_every: 3, 6, 9 and 12 of 12 epochs; the deadline run's last wherever its clock ends
+# it), the epochs each run picks its best from; the test set is evaluated once, at the end (no per-epoch test
+# pass: it cost as much as the training itself).
 # Steps 1-3 are skipped when their outputs exist. Results: figures/demo_accuracy_vs_time.png,
 # TensorBoard logs in logs/demo/<time>/ (tensorboard --logdir logs/demo).
 set -euo pipefail
@@ -25,6 +26,7 @@ PY=.venv/bin/python
 export TF_CPP_MIN_LOG_LEVEL=3
 EPOCHS=${DEMO_EPOCHS:-12}         # fine-tuning epochs per run (the study's)
 INTERVAL=${DEMO_INTERVAL:-4}      # epochs between selections (the study's)
+EVAL_EVERY=${DEMO_EVAL_EVERY:-3}   # epochs between validations, the curve's points (the last is always one)
 RHO=${DEMO_RHO:-0.533}; RHO_MODE=${DEMO_RHO_MODE:-paper}
 TASK=${DEMO_TASK:-parts}
 case "$TASK" in
@@ -57,7 +59,8 @@ $PY profiler.py --model_name mobilenetv2 --input_size 64 --num_classes 64 --batc
 echo "== 4/5 fine-tune on the target task: full training, ElasticTrainer (rho $RHO, $RHO_MODE mode), and full"
 echo "        training planned for ElasticTrainer's training time"
 # shellcheck disable=SC2086
-COMMON=($PROTOCOL --weights "$BACKBONE" --num_epochs "$EPOCHS" --interval "$INTERVAL" --logdir "$RUNS" --save_txt true)
+COMMON=($PROTOCOL --weights "$BACKBONE" --num_epochs "$EPOCHS" --interval "$INTERVAL" --eval_every "$EVAL_EVERY"
+        --logdir "$RUNS" --save_txt true)
 $PY main.py "${COMMON[@]}" --train_type full_training --run_name full_training
 ELASTIC="elastic_rho${RHO}_${RHO_MODE}"
 $PY main.py "${COMMON[@]}" --train_type elastic_training --rho "$RHO" --rho_mode "$RHO_MODE" --run_name "$ELASTIC"
