@@ -12,14 +12,14 @@ import pytest
 import tensorflow as tf
 
 import train
-from elastic_trainer import cli, deadline, run_control
+from elastic_trainer import checkpoints, cli, deadline, run_control
 from elastic_trainer.command_line import UserError
 from elastic_trainer.deadline import Costs, Deadline, measured_costs, selection_due
 from elastic_trainer.run_outputs import RunOutputs, summary_results
 from schemes import SCHEMES
 from schemes.elastic import ElasticTraining
 from schemes.gain_stage import GainStageTraining
-from test_resume import SignalAt
+from test_resume import SignalAt, steps_of
 from test_train import config, make_context, tiny_data, tiny_model, tiny_profile
 from train_step import PlannedCosineDecay, make_optimizer
 
@@ -252,15 +252,44 @@ def test_a_tiny_run_ends_at_its_deadline_records_its_plan_and_replays_it(tmp_pat
     assert replay["final_test_accuracy"] == summary["final_test_accuracy"]
 
 
+def due_steps(plan, steps: int, selections: int):
+    """The steps at which a run of `steps` steps selects when the k-th of its `selections` is due at
+    step k * total // selections of the plan in force there (its last [step, total] entry up to it)."""
+    made = []
+    for step in range(steps):
+        total = [entry[1] for entry in plan if entry[0] <= step][-1]
+        if len(made) < selections and step >= len(made) * total // selections:
+            made.append(step)
+    return made
+
+
+def checkpointed(run_dir) -> dict:
+    """The loop state a tiny run's latest checkpoint holds."""
+    model, setup = tiny_model(), make_optimizer("sgd", 0.05, 5e-4, 16)
+    setup.optimizer._create_all_weights(model.trainable_weights)
+    return checkpoints.RunCheckpoints(str(run_dir), model, setup.optimizer).restore()
+
+
 @pytest.mark.slow
 def test_a_deadline_survives_a_signal_and_a_resume(tmp_path):
     """The budget left and the plan so far come back from the checkpoint: the resumed run adds to
-    the same plan and its training seconds, and ends within the same budget."""
+    the same plan, its training seconds and its count of selections, and ends within the same budget.
+    The budget leaves room for what each session pays (the probe's first call traces it again, steps
+    compile again: 0.3-0.95 s each on a loaded 2-core machine, where 3 s once held 2 of the 4 selections)."""
+    budget = 8.0
     with pytest.raises(run_control.RunInterrupted):
-        deadline_run(tmp_path, "run", 3.0, SignalAt(2, signal.SIGINT))
-    summary = deadline_run(tmp_path, "run", 3.0, resume=True)
+        deadline_run(tmp_path, "run", budget, SignalAt(2, signal.SIGINT))
+    stopped = checkpointed(tmp_path / "run")
+    summary = deadline_run(tmp_path, "run", budget, resume=True)
     facts = summary["deadline"]
-    assert summary["sessions"] == 2 and facts["plan"][0][0] == 0 and facts["steps"] > 3
-    assert len(summary["selection_seconds"]) == 4 and facts["plan"][-1][1] == facts["steps"]
-    assert summary["train_seconds"] <= 3.0 + max(summary["first_call_ms"]) / 1000 + 0.1
+    assert summary["sessions"] == 2 and stopped["step"] == 3 and facts["steps"] > 3
+    assert facts["plan"][:len(stopped["plan"])] == stopped["plan"]  # the first session's plannings, continued
+    assert facts["plan"][len(stopped["plan"])][0] == 3  # a resumed session plans again at once, from what was measured
+    assert summary["train_seconds"] > stopped["train_seconds"] > 0
+    assert facts["plan"][-1][1] == facts["steps"]  # it ended where its plan ended
+    # each selection where the plan in force made it due, none twice across the sessions, none lost
+    selected = steps_of(str(tmp_path / "run"), "under_the_hood/selection/trained_fraction")
+    assert selected == due_steps(facts["plan"], facts["steps"], facts["planned_selections"])
+    assert len(summary["selection_seconds"]) == facts["planned_selections"] == 4  # the budget held them all
+    assert summary["train_seconds"] <= budget + max(summary["first_call_ms"]) / 1000 + 0.1
     assert facts["spent_share"] >= 0.85
