@@ -168,13 +168,14 @@ def test_eval_every_below_one_is_one_clear_message_before_anything_is_written(tm
     assert list(tmp_path.iterdir()) == []
 
 
-def test_help_says_what_eval_every_evaluates():
+def test_help_says_what_eval_every_evaluates_and_the_run_s_config_keeps_it(tmp_path):
     from elastic_trainer import cli
 
     shown = " ".join(cli.build_parser().format_help().split())
     assert "--eval_every N evaluate every Nth epoch's end and always the last" in shown
     assert "the epochs between have no validation accuracy (default: 1)" in shown
     assert cli.parse_args([]).eval_every == 1  # today's behaviour unless asked
+    assert cli.resolve_config(cli.parse_args(["--eval_every", "3", "--logdir", str(tmp_path)])).eval_every == 3
 
 
 def test_a_replay_works_out_again_what_followed_from_the_replaced_flags(tmp_path, tfds_dir):
