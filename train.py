@@ -19,13 +19,13 @@ from elastic_trainer.config import TrainConfig
 from elastic_trainer.deadline import RunDeadline, RunLength
 from elastic_trainer.diagnostics import ChanceWarning, FirstBatches
 from elastic_trainer.energy import Meter
+from elastic_trainer.evaluation import Evaluations
 from elastic_trainer.kept_weights import KeptWeights
 from elastic_trainer.memory_stats import AllocatorPhases, reset_peak
 from elastic_trainer.run_control import RunInterrupted, StopRequest, Stopwatch, diverged
 from elastic_trainer.run_outputs import RunOutputs
 from elastic_trainer.run_summary import (add_energy, add_step, epoch_energy, epoch_line, epoch_scalars, epoch_totals,
-                                         evaluation_fields, history_entry, loop_summary, memory_summary,
-                                         selected_epoch)
+                                         history_entry, loop_summary, memory_summary)
 from elastic_trainer.step_timing import reference_timing
 from schemes import SCHEMES, Context, Scheme
 from train_step import StepCache, make_evaluator, make_optimizer
@@ -83,7 +83,7 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
     scalars, a checkpoint when due and, every `config.eval_every` epochs and at the last, an
     evaluation on `val_data` (the model-selection split; also on the test set with
     `config.test_every_epoch`) and, with save_model, the best weights; the test set is evaluated
-    once at the end (`Loop.final_evaluation`). `train_data` is
+    once at the end (elastic_trainer/evaluation.py). `train_data` is
     a data.Epochs or a tf.data.Dataset. With `resume` training continues from the latest
     checkpoint; a signal stops it after the current step with a checkpoint, and the error names
     `resume_command`. An energy `meter` meters each epoch's steps; `process_start`
@@ -99,13 +99,13 @@ def train(config: TrainConfig, model: tf.keras.Model, train_data, test_data: tf.
             if not totals["seen"]:  # the deadline came with the epoch's start: no epoch to end
                 break
             last = loop.length.last_epoch(loop.state)  # asked before the evaluation: the last one is always due
-            metrics = loop.evaluate_epoch(epoch_test, val_data, last)
+            metrics = loop.evaluations.epoch_end(loop.state, loop.memory, epoch_test, val_data, last)
             loop.end_epoch(totals, metrics, force_checkpoint=bool(stop.signal_number))
             if stop.signal_number and not loop.length.finished(loop.state):
                 raise RunInterrupted(stop.signal_number, f"at the end of epoch {loop.state.epoch}; checkpoint written",
                                      loop.resume_command)
-    loop.evaluate_last_epoch(epoch_test, val_data)
-    loop.final_evaluation(test_data)
+    loop.evaluations.late_last_epoch(loop.state, loop.memory, loop.length, epoch_test, val_data)
+    loop.evaluations.final(loop.state, loop.memory, test_data)
     if loop.length.deadline is not None:
         outputs.save_config(loop.length.deadline.recorded(config))
     return loop.summary()
@@ -120,7 +120,6 @@ class Loop:
         self.created = time.perf_counter()
         self.config, self.model, self.outputs, self.profile = config, model, outputs, profile
         self.steps_per_epoch, self.resume_command = steps_per_epoch, resume_command
-        self.evaluate = make_evaluator(model)
         self.setup = make_optimizer(config.optimizer, config.learning_rate, config.weight_decay,
                                     steps_per_epoch * config.num_epochs, planned=bool(config.time_budget))
         self.setup.optimizer._create_all_weights(model.trainable_weights)  # slots exist, so checkpoints restore them
@@ -136,8 +135,8 @@ class Loop:
         self.meter = meter  # energy.Meter, when the device has one
         self.memory = AllocatorPhases(self.state.memory_peaks, self.state.memory_selections)
         self.process_start = time.perf_counter()  # this session's process start (start() may say earlier)
-        self.final_test: Dict = {}  # final_evaluation's results
         self.kept = KeptWeights(model, outputs, config.save_model)  # the last good and the validation-best weights
+        self.evaluations = Evaluations(make_evaluator(model), config, self.kept, outputs)
         self.setup_seconds = 0.0
         self.first_batches = FirstBatches(config.num_classes)  # their classes, reported once a session
         self.chance = ChanceWarning(config.num_classes)  # once a session
@@ -261,20 +260,6 @@ class Loop:
         state.step_ms += totals["step_ms"]
         return totals
 
-    def evaluate_epoch(self, test_data: Optional[tf.data.Dataset], val_data: Optional[tf.data.Dataset],
-                       last: bool = False) -> Optional[Dict[str, float]]:
-        """Validation (and, given `test_data`, test) loss and accuracy at the end of every
-        --eval_every-th epoch and of the run's `last`; None for an epoch in between. Not training time."""
-        if not (last or (self.state.epoch + 1) % self.config.eval_every == 0):
-            return None
-        with self.memory.phase("evaluation"):
-            start = time.perf_counter()
-            metrics = self.evaluate(test_data) if test_data is not None else {}
-            if val_data is not None:
-                metrics.update(self.evaluate(val_data, "validation"))
-            self.state.evaluation_seconds += time.perf_counter() - start
-        return metrics
-
     def end_epoch(self, totals: Dict, metrics: Optional[Dict[str, float]], force_checkpoint: bool = False) -> None:
         """Model selection, the epoch's history, scalars and log line, and a checkpoint when one is
         due (`checkpoint_seconds` since the last) or forced. `metrics` None: not evaluated (--eval_every)."""
@@ -293,39 +278,12 @@ class Loop:
         if force_checkpoint or self.checkpoints.due_at_epoch_end(self.config.checkpoint_seconds):
             self.save_checkpoint()
 
-    def evaluate_last_epoch(self, test_data: Optional[tf.data.Dataset], val_data: Optional[tf.data.Dataset]) -> None:
-        """The last epoch's evaluation when its end did not know it was the last and --eval_every
-        skipped it: a deadline that came with the next epoch's first batch (or at once in a resumed
-        session). Model selection, the summary and experiments/ read the last epoch's accuracy."""
-        state = self.state
-        if not state.history or state.history[-1].get("evaluated", True) or state.position:
-            return  # (a position: a restored unfinished epoch's steps are in the weights, not that epoch's)
-        entry = state.history[-1]
-        metrics = self.evaluate_epoch(test_data, val_data, last=True)
-        self.kept.select(state, metrics, entry["epoch"])
-        del entry["evaluated"]
-        entry.update(evaluation_fields(metrics))
-        logging.info("%s (evaluated after the deadline ended the run)", epoch_line(
-            self.length.epoch_label(entry["epoch"]), metrics, state.best_accuracy, state.train_seconds))
-        self.outputs.scalars(state.step, {**metrics, "time/evaluation_seconds": state.evaluation_seconds})
-
-    def final_evaluation(self, test_data: tf.data.Dataset) -> None:
-        """The test set, once, after the last epoch: on the final weights and on the weights of
-        the validation-best epoch (kept by end_epoch); their accuracies go to the summary and to
-        TensorBoard at the last step. With test_every_epoch the epochs' evaluations have both."""
-        if self.config.test_every_epoch:
-            return
-        best_epoch = selected_epoch(self.state.history)["best_val_epoch"]
-        with self.memory.phase("evaluation"):
-            self.final_test = self.kept.final_test(self.evaluate, test_data, best_epoch, len(self.state.history))
-        self.outputs.scalars(self.state.step, {"time/final_test_seconds": self.final_test["final_test_seconds"]})
-
     def summary(self) -> Dict:
         """The run's summary, with the final selection timed against a full step now."""
         config, state, scheme = self.config, self.state, self.scheme
         batch = self.batch or next(iter(self.epochs.epoch(0)))  # resumed after the last epoch's checkpoint: a fresh one
         reference = reference_timing(self.steps, self.setup.optimizer, scheme.step_mix(), batch, config.reference_steps)
-        summary = loop_summary(config, scheme, self.profile, state, reference, self.final_test, self.setup_seconds,
+        summary = loop_summary(config, scheme, self.profile, state, reference, self.evaluations.final_test, self.setup_seconds,
                                time.perf_counter() - self.process_start, self.meter)
         summary.update(**self.length.facts(), **memory_summary(config, self.memory.run_peaks(), state.memory_selections))
         return summary

@@ -133,7 +133,7 @@ def summarize(config: TrainConfig, scheme, profile: Optional[Dict], best_accurac
     """The run's summary: accuracy, wall time and where it went, and step time relative to a
     full step (the profile's, and one measured live at the end of the run when `reference`).
     Test accuracies come from the epochs' history (test_every_epoch) or from `final_test`
-    (Loop.final_evaluation); `best_accuracy` (over epochs) is None without per-epoch tests.
+    (evaluation.Evaluations.final); `best_accuracy` (over epochs) is None without per-epoch tests.
     `scheme`: the run's (schemes.Scheme), for its target and whether its step is a full one.
     `median_ms`: the run's typical step (Scheme.typical_step_ms), by default the steps' median."""
     if median_ms is None:

@@ -509,8 +509,9 @@ def test_the_test_set_sees_the_final_and_the_validation_best_weights_once_at_the
     final = evaluate(test_data)["test/accuracy"]
     assert final != at_best
     loop.state.history = [{"epoch": 1, "val_accuracy": 0.9}, {"epoch": 2, "val_accuracy": 0.5}]
-    loop.final_evaluation(test_data)
-    assert loop.final_test["final_test_accuracy"] == final and loop.final_test["test_accuracy_at_best_val"] == at_best
+    loop.evaluations.final(loop.state, loop.memory, test_data)
+    final_test = loop.evaluations.final_test
+    assert final_test["final_test_accuracy"] == final and final_test["test_accuracy_at_best_val"] == at_best
     for variable, kept in zip(model.variables, final_weights):  # the final weights are back
         np.testing.assert_array_equal(variable.numpy(), kept)
     summary = loop.summary()
