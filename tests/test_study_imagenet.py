@@ -60,3 +60,35 @@ def test_the_source_group_names_the_command_that_makes_its_backbone(monkeypatch,
     monkeypatch.setattr(study, "ROOT", str(tmp_path))
     with pytest.raises(UserError, match="make_source_backbone.sh efficientnet_lite0 64 shapes"):
         study.backbone_flags("source64", "shapes")
+
+
+def test_a_fresh_draw_runs_the_judgement_five_seeds_at_four_and_six_tenths_on_its_design_kind_s_backbone(tmp_path):
+    jobs = study.cell_jobs("imagenet64_parts8", (0.003, "zeros"), 100.0, str(tmp_path))
+    assert len(jobs) == 5 * 2 * len(study.SCHEMES)
+    assert {flags[flags.index("--dataset_name") + 1] for _, flags in jobs} == {"embedded_parts_seed8"}
+    assert sorted({flags[flags.index("--time_budget") + 1] for _, flags in jobs}) == ["40.0s", "60.0s"]
+    assert sorted({flags[flags.index("--seed") + 1] for _, flags in jobs}) == ["0", "1", "2", "3", "4"]
+    assert "source64_fashion1" not in study.cells() and "imagenet128_fashion1" in study.cells()
+
+
+def run(accuracy, seconds=100.0):
+    return {"final_test_accuracy": accuracy, "train_seconds": seconds}
+
+
+def test_the_goal_reads_the_mean_at_equal_epochs_and_a_selective_lower_end_at_six_tenths():
+    seeds = (0, 1, 2, 3, 4)
+    table = {"e12": {"full_training": {s: run(0.80, 100.0) for s in seeds},
+                     # -0.8 points on average (within 1) at 100/50 = 2x
+                     "elastic_training 50 %": {s: run(0.792 + 0.001 * (s - 2), 50.0) for s in seeds}},
+             "b0.6": {"full_training": {s: run(0.70) for s in seeds}}}
+    for row in study.SELECTIVE:
+        table["b0.6"][row] = {s: run(0.60) for s in seeds}  # 10 points below
+    lines = study.goal_lines(table, seeds)
+    assert "−0.8" not in lines[0] and "-0.8 [" in lines[0] and "2.00x" in lines[0] and "**met**" in lines[0]
+    assert "**not met**" in lines[1] and "best -10.0" in lines[1]
+    table["b0.6"]["static_top_training 0.5"] = {s: run(0.70 + 0.002 * s) for s in seeds}  # +0.4 [-0.04, ...]
+    assert "**met** by static_top_training 0.5" in study.goal_lines(table, seeds)[1]
+    table["e12"]["elastic_training 50 %"] = {s: run(0.80, 60.0) for s in seeds}  # level, but 1.67x
+    assert "**not met**" in study.goal_lines(table, seeds)[0]
+    del table["b0.6"]["gain_stage_training 50 %"][4]
+    assert "not read yet" in study.goal_lines(table, seeds)[1]
