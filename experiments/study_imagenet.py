@@ -246,7 +246,8 @@ def calibration_table(group: str, output: Optional[str] = None) -> None:
             for draw in draws:
                 values = [last_validation(done[n]) for n in (f"{draw}_{pair_name(rate, head)}_s{s}" for s in SEEDS)
                           if n in done]
-                cell.append(study_stats.plus_minus(study_stats.mean_std(values), 100) if values else "-")
+                cell.append("-" if not values else f"{100 * values[0]:.1f}" if len(values) == 1
+                            else study_stats.plus_minus(study_stats.mean_std(values), 100))
             seeds = max(len([s for s in SEEDS if f"{draw}_{pair_name(rate, head)}_s{s}" in done]) for draw in draws)
             lines.append(f"| {rate:g} | {head} | " + " | ".join(cell) + " | "
                          + (f"{100 * screen[(rate, head)]:.1f}" if (rate, head) in screen else "-") + f" | {seeds} | "
