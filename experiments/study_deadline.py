@@ -223,7 +223,9 @@ def best_reading(means: Dict[str, Tuple[float, float]]) -> str:
     return f"{best} ({100 * means[best][0]:.1f} %)" + (f"; level: {', '.join(level)}" if level else "")
 
 
-def figure(points: Dict, reference: float, full12: float, path: str, task: str) -> None:
+def figure(points: Dict, reference: float, full12: float, path: str, task: str, title: Optional[str] = None) -> None:
+    """Each row's final test accuracy (mean, std bars) against its training seconds, budget by budget, and full
+    training's 12-epoch accuracy as a line; `points`: row -> [(seconds, accuracy %, std %)]."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -235,7 +237,7 @@ def figure(points: Dict, reference: float, full12: float, path: str, task: str) 
     ax.axhline(full12, color="gray", linestyle="--", label=f"full training, 12 epochs ({reference:.0f} s)")
     ax.set_xlabel("training seconds (the run's --time_budget)")
     ax.set_ylabel("final test accuracy (%)")
-    ax.set_title(f"Accuracy at a deadline: {task} design draw, 3 seeds")
+    ax.set_title(title or f"Accuracy at a deadline: {task} design draw, 3 seeds")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -300,7 +300,16 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
     if judged(cell):
         lines += ["", *goal_lines(table, seeds)]
     lines += ["", made_by_line(cell, done)]
-    publish(lines, output or os.path.join(RESULTS, f"{cell}.md"))
+    path = output or os.path.join(RESULTS, f"{cell}.md")
+    publish(lines, path)
+    if reference:
+        points = {row: [(float(np.mean([r["train_seconds"] for r in table[key][row].values()])),
+                         *(100 * v for v in study_stats.mean_std([r["final_test_accuracy"] for r in table[key][row].values()])))
+                        for key, _ in budgets[1:] if table[key][row]] for row, _, _ in SCHEMES}
+        full12 = 100 * float(np.mean([r["final_test_accuracy"] for r in table["e12"]["full_training"].values()]))
+        study_deadline.figure({row: values for row, values in points.items() if values}, reference, full12,
+                              os.path.splitext(path)[0] + ".png", cell,
+                              f"Accuracy at a deadline: {cell}, {len(seeds)} seeds (issue 74)")
 
 
 def goal_lines(table: Dict[str, Dict[str, Dict[int, Dict]]], seeds: Sequence[int]) -> List[str]:

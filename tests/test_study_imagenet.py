@@ -92,3 +92,30 @@ def test_the_goal_reads_the_mean_at_equal_epochs_and_a_selective_lower_end_at_si
     assert "**not met**" in study.goal_lines(table, seeds)[0]
     del table["b0.6"]["gain_stage_training 50 %"][4]
     assert "not read yet" in study.goal_lines(table, seeds)[1]
+
+
+def test_a_design_cell_s_table_pairs_each_scheme_with_full_training_at_its_budget_and_draws_the_figure(tmp_path, monkeypatch):
+    import json
+    monkeypatch.setattr(study, "RESULTS", str(tmp_path))
+    runs = tmp_path / "imagenet64_parts" / "runs"
+    runs.mkdir(parents=True)
+    provenance = {"code_commit": "abc1234", "date": "2026-12-02T00:00:00", "host": "vm"}
+
+    def write(name, accuracy, seconds, share=None):
+        summary = {"final_test_accuracy": accuracy, "train_seconds": seconds, "run_name": name, "provenance": provenance}
+        if share is not None:
+            summary["deadline"] = {"spent_share": share}
+        (runs / f"{name}.json").write_text(json.dumps(summary))
+
+    for seed in study.SEEDS:
+        write(f"full_training_e12_s{seed}", 0.80 + 0.01 * seed, 100.0)
+        write(f"elastic_training_50pct_e12_s{seed}", 0.78 + 0.01 * seed, 50.0)
+        for fraction in study.FRACTIONS:
+            write(f"full_training_b{fraction:g}_s{seed}", 0.70, 100.0 * fraction, 0.99)
+            write(f"static_top_training_0.5_b{fraction:g}_s{seed}", 0.72, 100.0 * fraction, 0.98)
+    study.cell_table("imagenet64_parts")
+    text = (tmp_path / "imagenet64_parts.md").read_text()
+    assert "| 12 epochs | elastic_training 50 % | 3 | 79.0 ± 1.0 | 50.0 | - | -2.0 [-2.0, -2.0] |" in text
+    assert "| 0.4 (40.0 s) | static_top_training 0.5 | 3 | 72.0 ± 0.0 | 40.0 | 0.98-0.98 | +2.0 [+2.0, +2.0] |" in text
+    assert "The goal" not in text  # a design draw judges nothing
+    assert (tmp_path / "imagenet64_parts.png").stat().st_size > 0
