@@ -65,10 +65,11 @@ class Costs:
 
 
 def steps_that_fit(budget_s: float, spent_s: float, costs: Costs, selections_left: int,
-                   once_left: bool = False) -> int:
+                   once_left: bool = False, reserve_s: float = 0.0) -> int:
     """Steps the time left holds after the selections still to come (and the one-time costs, still
-    to come at the start): none when it holds none."""
-    room = budget_s - spent_s - max(selections_left, 0) * costs.selection_s - (costs.once_s if once_left else 0.0)
+    to come at the start; and `reserve_s`, what a resumed process pays again): none when it holds none."""
+    room = (budget_s - spent_s - max(selections_left, 0) * costs.selection_s - (costs.once_s if once_left else 0.0)
+            - reserve_s)
     return max(0, int(math.floor(room / costs.step_s))) if costs.step_s > 0 else 0
 
 
@@ -126,6 +127,22 @@ class Deadline:
         self.costs: Optional[Costs] = None
         self.next_replan = WARM_STEPS if not plan else 0  # resumed: plan again at once, from what was measured
         self.replayed = len(plan)  # recorded entries followed so far (a resumed replay's plan is their prefix)
+        self.session = (0.0, 0.0)  # what this process pays again, resumed: its step's compile, the probe's trace
+        self.session_start: Optional[tuple] = None  # (step, selections made) at this process's first planning
+
+    def resumed(self, compile_s: float, trace_s: float) -> None:
+        """A resumed process compiles its step again and (a selection still to come) traces the probe
+        again: the plan holds room for each until it is paid (the first step; the first selection)."""
+        self.session = (compile_s, trace_s)
+
+    def unpaid(self, step: int, selections_made: int) -> float:
+        """Seconds of this process's repeated first calls still to come at `step`."""
+        if self.session_start is None:
+            self.session_start = (step, selections_made)
+        first_step, first_made = self.session_start
+        compile_s = self.session[0] if step == first_step else 0.0
+        trace_s = self.session[1] if selections_made == first_made < self.selections else 0.0
+        return compile_s + trace_s
 
     @property
     def total(self) -> int:
@@ -162,16 +179,18 @@ class Deadline:
                 self.replayed += 1
                 changed = self.total
             return changed
+        reserve = self.unpaid(step, selections_made)
         if step >= self.next_replan and step < self.total:
             costs = measure()
             if costs is not None:
                 self.costs = costs
-                total = step + steps_that_fit(self.budget_s, spent_s, costs, self.selections - selections_made)
+                total = step + steps_that_fit(self.budget_s, spent_s, costs, self.selections - selections_made,
+                                              reserve_s=reserve)
                 self.next_replan = self._after(step, total)
                 if total != self.total:
                     self.plan.append([step, total])
                     return total
-        upcoming = self.costs.step_s + (self.costs.selection_s if selecting else 0.0) if self.costs else 0.0
+        upcoming = self.costs.step_s + (self.costs.selection_s if selecting else 0.0) + reserve if self.costs else 0.0
         if step < self.total and self.costs is not None and spent_s + upcoming > self.budget_s:
             self.plan.append([step, step])  # the clock is up before the plan: end here
             return step
@@ -240,6 +259,16 @@ def costs_so_far(state, spent_s: float, once_parts: Sequence[str]) -> Optional[C
                           compile_seconds(state.first_call_ms, step_ms), len(state.first_call_ms))
 
 
+def session_costs(state, session_parts: Sequence[str]) -> tuple:
+    """What a resumed process pays again, from the run so far (train.LoopState): a step's compile (the
+    run's mean first call beyond a step) and its first selection's `session_parts` (Scheme.session_parts)."""
+    step_ms = state.step_ms + list((state.epoch_totals or {}).get("step_ms", []))
+    compiles = len(state.first_call_ms)
+    compile_s = compile_seconds(state.first_call_ms, step_ms) / compiles if compiles else 0.0
+    trace_s = sum(state.selection_parts[0].get(part, 0.0) for part in session_parts) if state.selection_parts else 0.0
+    return compile_s, trace_s
+
+
 class RunDeadline:
     """A run under --time_budget as its loop follows it: the plan (open_plan's Deadline, its
     entries kept in the loop's checkpointed `state.plan`) and what follows each new plan, the
@@ -248,7 +277,10 @@ class RunDeadline:
 
     def __init__(self, config, scheme, setup, profile: Optional[Dict], state, steps_per_epoch: int):
         self.scheme, self.setup, self.state, self.steps_per_epoch = scheme, setup, state, steps_per_epoch
+        resumed = bool(state.plan) and not config.step_plan
         self.clock = open_plan(config, scheme, profile, state.plan, steps_per_epoch)
+        if resumed:
+            self.clock.resumed(*session_costs(state, scheme.session_parts))
         self._follow(self.clock.total)
 
     def _follow(self, total_steps: int) -> None:

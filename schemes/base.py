@@ -95,6 +95,7 @@ class Scheme:
     flag_defaults: Dict[str, object] = {}  # shared flags whose default differs under this scheme
     overhead_parts: tuple = ()  # the parts of re-selecting whose seconds the summary reports
     once_parts: tuple = ("probe_trace",)  # those of them only a run's first selection pays (a deadline prices them once)
+    session_parts: tuple = ("probe_trace",)  # those a resumed process pays again at its first selection
     last_importance: Optional[np.ndarray] = None  # what the last selection ranked tensors by (logged), if anything
 
     def __init_subclass__(cls, **kwargs):

@@ -130,6 +130,7 @@ class GainStageTraining(PeriodicSelection):
     accepts_memory_budget = False
     overhead_parts = ("probe_trace", "probe_calls", "probe", "dp")  # the look is the probe
     once_parts = ("probe_trace", "probe_calls", "probe")  # later selections only place the window
+    session_parts = ()  # ... so a resumed process's selections trace no probe
     KINDS = ("whole", "reach", "head")  # a period's own selection, the rotation's two steps
 
     @classmethod
