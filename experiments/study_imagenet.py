@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from elastic_trainer.command_line import UserError
+from elastic_trainer.files import file_sha256
 from experiments import study_deadline, study_stats
 from experiments.study_deadline import finished, made_by, publish, slug, train
 
@@ -96,6 +97,22 @@ def backbone_flags(group: str, draw: str) -> List[str]:
             "--weights", weights]
 
 
+def check_backbones(task: str) -> None:
+    """UserError when a source group's or cell's finished runs started from another backbone file than the
+    one here now: a backbone made again elsewhere may differ, and a table over both would mix starting points."""
+    group = task if task in GROUPS else cells()[task][0]
+    if GROUPS[group][0] != "source":
+        return
+    for name, summary in sorted(finished(RESULTS, task).items()):
+        draw = name.split("_")[0] if task in GROUPS else cells()[task][1]
+        path = os.path.join(ROOT, SOURCE_BACKBONES[kind(draw)])
+        recorded = summary.get("provenance", {}).get("weights_sha256")
+        if os.path.exists(path) and recorded != file_sha256(path):
+            raise UserError(f"results/imagenet_regime/{task} holds {name}, made from another "
+                            f"{SOURCE_BACKBONES[kind(draw)]} (sha256 {str(recorded)[:12]}...); bring that file back, or "
+                            f"move the folder aside to start the {task} runs afresh")
+
+
 def base_flags(group: str, draw: str, seed: int, log_root: str, name: str) -> List[str]:
     """The protocol's main.py flags (the notebook's "What is held fixed"), without rate, head or scheme."""
     return backbone_flags(group, draw) + [
@@ -167,6 +184,7 @@ def group_dir(group: str) -> str:
 
 
 def calibrate(group: str, dry_run: bool) -> None:
+    check_backbones(group)
     log_root = os.path.join(LOGS, group)
     every = [(rate, head) for rate in RATES for head in HEADS]
     train(screen_jobs(group, (SCREEN_SEED,), every, log_root), RESULTS, group, log_root, dry_run)
@@ -223,6 +241,7 @@ def full_reference(done: Dict[str, Dict], seeds: Sequence[int] = SEEDS) -> Optio
 
 def run_cell(cell: str, dry_run: bool) -> None:
     group, _ = cells()[cell]
+    check_backbones(cell)
     pair, log_root = chosen(group), os.path.join(LOGS, cell)
     train(cell_jobs(cell, pair, None, log_root), RESULTS, cell, log_root, dry_run)
     if not dry_run:

@@ -1,5 +1,8 @@
 """Issue 74's study plan (experiments/study_imagenet.py): its calibration rule on made-up numbers, checked
 against the rule's text in docs/notebook/imagenet_regime_74.md read by hand, and its runs' flags."""
+import hashlib
+import json
+
 import pytest
 
 from elastic_trainer.command_line import UserError
@@ -95,7 +98,6 @@ def test_the_goal_reads_the_mean_at_equal_epochs_and_a_selective_lower_end_at_si
 
 
 def test_a_design_cell_s_table_pairs_each_scheme_with_full_training_at_its_budget_and_draws_the_figure(tmp_path, monkeypatch):
-    import json
     monkeypatch.setattr(study, "RESULTS", str(tmp_path))
     runs = tmp_path / "imagenet64_parts" / "runs"
     runs.mkdir(parents=True)
@@ -119,3 +121,21 @@ def test_a_design_cell_s_table_pairs_each_scheme_with_full_training_at_its_budge
     assert "| 0.4 (40.0 s) | static_top_training 0.5 | 3 | 72.0 ± 0.0 | 40.0 | 0.98-0.98 | +2.0 [+2.0, +2.0] |" in text
     assert "The goal" not in text  # a design draw judges nothing
     assert (tmp_path / "imagenet64_parts.png").stat().st_size > 0
+
+
+def test_source_runs_made_from_another_backbone_file_are_refused_before_more_join_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "ROOT", str(tmp_path))
+    monkeypatch.setattr(study, "RESULTS", str(tmp_path / "results"))
+    backbone = tmp_path / study.SOURCE_BACKBONES["parts"]
+    backbone.parent.mkdir(parents=True)
+    backbone.write_bytes(b"the backbone made here")
+    runs = tmp_path / "results" / "source64" / "runs"
+    runs.mkdir(parents=True)
+    same = hashlib.sha256(b"the backbone made here").hexdigest()
+    (runs / "parts_lr0.001_zeros_s0.json").write_text(json.dumps({"provenance": {"weights_sha256": same}}))
+    study.check_backbones("source64")  # the same file: fine
+    study.check_backbones("imagenet64")  # ImageNet's weights are a package's file, not made here
+    (runs / "parts_lr0.003_zeros_s0.json").write_text(json.dumps({"provenance": {"weights_sha256": "0" * 64}}))
+    with pytest.raises(UserError, match="holds parts_lr0.003_zeros_s0, made from another "
+                                        "saved_models/source_parts_efficientnet_lite0_64.h5 .sha256 000000000000"):
+        study.check_backbones("source64")
