@@ -103,10 +103,12 @@ def test_a_design_cell_s_table_pairs_each_scheme_with_full_training_at_its_budge
     runs.mkdir(parents=True)
     provenance = {"code_commit": "abc1234", "date": "2026-12-02T00:00:00", "host": "vm"}
 
-    def write(name, accuracy, seconds, share=None):
-        summary = {"final_test_accuracy": accuracy, "train_seconds": seconds, "run_name": name, "provenance": provenance}
+    def write(name, accuracy, seconds, share=None, spent=None):
+        summary = {"final_test_accuracy": accuracy, "train_seconds": seconds, "run_name": name, "provenance": provenance,
+                   "median_step_ms": 300.0}
         if share is not None:
-            summary["deadline"] = {"spent_share": share}
+            summary["deadline"] = {"spent_share": share, "budget_seconds": seconds / share,
+                                   "spent_seconds": seconds if spent is None else spent}
         (runs / f"{name}.json").write_text(json.dumps(summary))
 
     for seed in study.SEEDS:
@@ -115,10 +117,14 @@ def test_a_design_cell_s_table_pairs_each_scheme_with_full_training_at_its_budge
         for fraction in study.FRACTIONS:
             write(f"full_training_b{fraction:g}_s{seed}", 0.70, 100.0 * fraction, 0.99)
             write(f"static_top_training_0.5_b{fraction:g}_s{seed}", 0.72, 100.0 * fraction, 0.98)
+            # past its deadline by 0.31 s, more than its 0.3 s step, on seed 2 alone
+            write(f"traditional_tl_training_b{fraction:g}_s{seed}", 0.60, 100.0 * fraction, 1.0,
+                  100.0 * fraction + (0.31 if seed == 2 else 0.29))
     study.cell_table("imagenet64_parts")
     text = (tmp_path / "imagenet64_parts.md").read_text()
-    assert "| 12 epochs | elastic_training 50 % | 3 | 79.0 ± 1.0 | 50.0 | - | -2.0 [-2.0, -2.0] |" in text
-    assert "| 0.4 (40.0 s) | static_top_training 0.5 | 3 | 72.0 ± 0.0 | 40.0 | 0.98-0.98 | +2.0 [+2.0, +2.0] |" in text
+    assert "| 12 epochs | elastic_training 50 % | 3 | 79.0 ± 1.0 | 50.0 | - | - | -2.0 [-2.0, -2.0] |" in text
+    assert "| 0.4 (40.0 s) | static_top_training 0.5 | 3 | 72.0 ± 0.0 | 40.0 | 0.98-0.98 | 0 | +2.0 [+2.0, +2.0] |" in text
+    assert "| 0.4 (40.0 s) | traditional_tl_training | 3 | 60.0 ± 0.0 | 40.0 | 1.00-1.00 | 1 | -10.0" in text
     assert "The goal" not in text  # a design draw judges nothing
     assert (tmp_path / "imagenet64_parts.png").stat().st_size > 0
 
@@ -139,3 +145,33 @@ def test_source_runs_made_from_another_backbone_file_are_refused_before_more_joi
     with pytest.raises(UserError, match="holds parts_lr0.003_zeros_s0, made from another "
                                         "saved_models/source_parts_efficientnet_lite0_64.h5 .sha256 000000000000"):
         study.check_backbones("source64")
+
+
+def test_elastic_trainer_s_head_is_chosen_on_its_equal_epoch_validation_and_gain_stage_looks_at_what_fashion_has(tmp_path):
+    design = dict(study.cell_jobs("imagenet64_parts", (0.003, "zeros"), None, str(tmp_path)))
+    assert sorted(name[:-3] for name in design if name.endswith("_s0")) == [
+        "elastic_training_50pct_e12", "elastic_training_50pct_glorot_e12", "full_training_e12"]
+    heads = {name: flags[flags.index("--head_init") + 1] for name, flags in design.items()}
+    assert heads["elastic_training_50pct_glorot_e12_s1"] == "glorot" and heads["elastic_training_50pct_e12_s1"] == "zeros"
+    runs = summaries({f"elastic_training_50pct_e12_s{s}": 0.70 for s in study.SEEDS})
+    assert study.elastic_head(runs, (0.003, "zeros")) is None  # glorot's runs first
+    runs.update(summaries({f"elastic_training_50pct_glorot_e12_s{s}": 0.696 for s in study.SEEDS}))
+    assert study.elastic_head(runs, (0.003, "zeros")) == "glorot"  # zeros higher by 0.4 points: within the tie
+    runs.update(summaries({f"elastic_training_50pct_glorot_e12_s{s}": 0.60 for s in study.SEEDS}))
+    assert study.elastic_head(runs, (0.003, "zeros")) == "zeros"
+    fresh = study.cell_jobs("imagenet64_fashion1", (0.003, "zeros"), 100.0, str(tmp_path), "glorot")
+    for name, flags in fresh:
+        head = flags[flags.index("--head_init") + 1]
+        assert head == ("glorot" if name.startswith(("elastic", "gain_stage")) else "zeros"), name
+        assert ("--look_batches" in flags) == name.startswith("gain_stage")
+        if name.startswith("gain_stage"):  # 20 validation photos a class, 10 classes: 6 batches of 32
+            assert flags[flags.index("--look_batches") + 1] == "6"
+    assert not any(name.startswith("elastic_training_50pct_glorot")
+                   for name, _ in study.cell_jobs("imagenet64_fashion1", (0.003, "zeros"), None, str(tmp_path), "zeros"))
+
+
+def test_a_fresh_cell_waits_for_its_design_cell_s_committed_table(monkeypatch):
+    monkeypatch.setattr(study, "committed", lambda path: False)
+    with pytest.raises(UserError, match="imagenet64_parts8 is a fresh draw, judged after its design cell's table is "
+                                        "committed: python scripts/study.py run imagenet --task imagenet64_parts"):
+        study.run_cell("imagenet64_parts8", dry_run=True)
