@@ -13,7 +13,9 @@ group's pair. Summaries go to results/imagenet_regime/<group or cell>/runs/, log
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -22,8 +24,9 @@ import numpy as np
 
 from elastic_trainer.command_line import UserError
 from elastic_trainer.files import file_sha256
+from elastic_trainer.profile_tables import profile_name
 from experiments import study_deadline, study_stats
-from experiments.study_deadline import finished, made_by, publish, slug, train
+from experiments.study_deadline import finished, made_by, publish, runs_dir, slug, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results", "imagenet_regime")
@@ -65,6 +68,8 @@ ELASTIC_ROWS = ("elastic_training 50 %", "elastic_training 0.7")
 FASHION_LOOK_BATCHES = 6
 # the goal's clauses on a fresh draw: at equal epochs ElasticTrainer "50 %"'s mean within 1 point of full training
 # at >= 1.8x its training speed; at 0.6 of full training's time a selective scheme's paired lower end above -1
+# a cell's profile must describe its machine's steps (notebook, "A profile that does not describe the machine's steps")
+PROFILE_TOLERANCE, PROFILE_TRIES, FIRST_PROFILE = 0.25, 3, "runs_first_profile"
 SELECTIVE = ("elastic_training 50 %", "elastic_training 0.7", "gain_stage_training 50 %", "static_top_training 0.5")
 GOAL_POINTS, GOAL_SPEEDUP, GOAL_SHARE = -1.0, 1.8, 0.6
 
@@ -279,16 +284,71 @@ def committed(path: str) -> bool:
     return subprocess.run(["git", "ls-files", "--error-unmatch", path], cwd=ROOT, capture_output=True).returncode == 0
 
 
-def make_profile(cell: str, dry_run: bool) -> None:
-    """The timing profile the cell's selective and deadline runs read, measured here once (profiler.py reuses a
-    valid one): the runs' budgets and selections are this machine's."""
+def profile_command(cell: str) -> List[str]:
     group, draw = cells()[cell]
     classes = "10" if kind(draw) == "fashion" else "64"
-    command = ["profiler.py", "--model_name", "efficientnet_lite0", "--input_size", str(GROUPS[group][1]),
-               "--num_classes", classes, "--batch_size", "32", "--bn_mode", "frozen"]
+    return ["profiler.py", "--model_name", "efficientnet_lite0", "--input_size", str(GROUPS[group][1]),
+            "--num_classes", classes, "--batch_size", "32", "--bn_mode", "frozen"]
+
+
+def profile_path(cell: str) -> str:
+    flags = profile_command(cell)
+    size, classes = (int(flags[flags.index(flag) + 1]) for flag in ("--input_size", "--num_classes"))
+    return os.path.join(ROOT, "profile_extracted", profile_name("efficientnet_lite0", size, classes, 32) + ".json")
+
+
+def make_profile(cell: str, dry_run: bool, force: bool = False) -> None:
+    """The timing profile the cell's selective and deadline runs read, measured here once (profiler.py reuses a
+    valid one; `force`: measured again): the runs' budgets and selections are this machine's."""
+    command = profile_command(cell) + (["--force"] if force else [])
     print("profile:", " ".join(command), flush=True)
     if not dry_run and subprocess.run([sys.executable, *command], cwd=ROOT).returncode != 0:
         raise UserError(f"profiling failed: {' '.join(command)} (its message is above)")
+
+
+def profile_miss(profile_ms: float, done: Dict[str, Dict], seeds: Sequence[int]) -> Optional[float]:
+    """How far the profile's full step is from the median step of the cell's 12-epoch full-training runs (which do
+    not read it), as a share of the latter; None until those runs have finished."""
+    steps = [done[f"full_training_e12_s{seed}"]["median_step_ms"] for seed in seeds
+             if f"full_training_e12_s{seed}" in done]
+    if len(steps) < len(seeds):
+        return None
+    measured = float(np.median(steps))
+    return profile_ms / measured - 1
+
+
+def set_aside(cell: str, attempt: int) -> List[str]:
+    """Move the cell's runs that read the profile (all but full training's 12-epoch runs), and the profile, to
+    runs_first_profile/ (`attempt` numbers the profile), where the table reports them beside the cell."""
+    source, target = runs_dir(RESULTS, cell), os.path.join(RESULTS, cell, FIRST_PROFILE)
+    os.makedirs(target, exist_ok=True)
+    moved = [name for name in sorted(finished(RESULTS, cell)) if not name.startswith("full_training_e12_")]
+    for name in moved:
+        os.replace(os.path.join(source, name + ".json"), os.path.join(target, f"{name}.json"))
+    shutil.copyfile(profile_path(cell), os.path.join(target, f"profile_try{attempt}.json"))
+    return moved
+
+
+def checked_profile(cell: str) -> None:
+    """The notebook's rule, once the 12-epoch full-training runs have finished: the profile is valid when its
+    T_full is within PROFILE_TOLERANCE of their median step; else the runs that read it are set aside and it is
+    made again (at most PROFILE_TRIES times), each time checked the same way."""
+    seeds = cell_plan(cell)[0]
+    for attempt in range(PROFILE_TRIES + 1):
+        with open(profile_path(cell)) as handle:
+            profile_ms = float(json.load(handle)["T_full_ms"])
+        miss = profile_miss(profile_ms, finished(RESULTS, cell), seeds)
+        if miss is None or abs(miss) <= PROFILE_TOLERANCE:
+            return
+        print(f"the profile's full step ({profile_ms:.0f} ms) is {100 * miss:+.0f} % off the full-training runs' "
+              f"median step: it does not describe this machine's steps", flush=True)
+        if attempt == PROFILE_TRIES:
+            raise UserError(f"{PROFILE_TRIES} profiles of {cell} in a row missed the full-training runs' steps by more "
+                            f"than {100 * PROFILE_TOLERANCE:g} %: the machine is too noisy now; run the cell later")
+        moved = set_aside(cell, attempt)
+        print(f"set aside in {FIRST_PROFILE}/: the profile and {len(moved)} runs that read it; profiling again",
+              flush=True)
+        make_profile(cell, False, force=True)
 
 
 def run_cell(cell: str, dry_run: bool) -> None:
@@ -306,6 +366,8 @@ def run_cell(cell: str, dry_run: bool) -> None:
         raise UserError(f"{design}'s equal-epoch runs have not chosen ElasticTrainer's head yet")
     train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, dry_run)
     if not dry_run:
+        checked_profile(cell)
+        train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, False)  # what was set aside
         head = elastic_head(finished(RESULTS, design), pair)
         reference = full_reference(finished(RESULTS, cell), cell_plan(cell)[0])
         train(cell_jobs(cell, pair, reference, log_root, head), RESULTS, cell, log_root, False)
@@ -382,7 +444,7 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
                          + ("{:+.1f} [{:+.1f}, {:+.1f}]".format(*difference) if difference else "-") + " |")
     if judged(cell):
         lines += ["", *goal_lines(table, seeds)]
-    lines += ["", made_by_line(cell, done)]
+    lines += [*set_aside_lines(cell), "", made_by_line(cell, done)]
     path = output or os.path.join(RESULTS, f"{cell}.md")
     publish(lines, path)
     if reference:
@@ -393,6 +455,27 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
         study_deadline.figure({row: values for row, values in points.items() if values}, reference, full12,
                               os.path.splitext(path)[0] + ".png", cell,
                               f"Accuracy at a deadline: {cell}, {len(seeds)} seeds (issue 74)")
+
+
+def set_aside_lines(cell: str) -> List[str]:
+    """The runs set aside with a profile that missed the machine's steps (checked_profile), reported beside the
+    table: each row's final test accuracy and its profile's full step."""
+    folder = os.path.join(RESULTS, cell, FIRST_PROFILE)
+    if not os.path.isdir(folder):
+        return []
+    steps = []
+    for name in sorted(os.listdir(folder)):
+        if name.startswith("profile_try"):
+            with open(os.path.join(folder, name)) as handle:
+                steps.append(f"{name[:-5]} {float(json.load(handle)['T_full_ms']):.0f} ms")
+    runs: Dict[str, List[float]] = {}
+    for name in sorted(os.listdir(folder)):
+        if not name.startswith("profile_try"):
+            with open(os.path.join(folder, name)) as handle:
+                runs.setdefault(name[:-5].rsplit("_s", 1)[0], []).append(json.load(handle)["final_test_accuracy"])
+    return ["", f"Set aside, not in the table: runs that read a profile whose full step missed the full-training runs' "
+                f"median step by more than {100 * PROFILE_TOLERANCE:g} % ({', '.join(steps)}; {FIRST_PROFILE}/):"] + [
+        f"- {name}: {study_deadline.mean_std(values)} ({len(values)} seeds)" for name, values in runs.items()]
 
 
 def overran(run: Dict) -> bool:

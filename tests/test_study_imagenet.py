@@ -175,3 +175,43 @@ def test_a_fresh_cell_waits_for_its_design_cell_s_committed_table(monkeypatch):
     with pytest.raises(UserError, match="imagenet64_parts8 is a fresh draw, judged after its design cell's table is "
                                         "committed: python scripts/study.py run imagenet --task imagenet64_parts"):
         study.run_cell("imagenet64_parts8", dry_run=True)
+
+
+def test_a_profile_off_the_full_training_steps_is_made_again_and_the_runs_that_read_it_set_aside(monkeypatch, tmp_path):
+    """The notebook's validity rule: T_full within 25 % of the median step of the 12-epoch full-training runs."""
+    monkeypatch.setattr(study, "ROOT", str(tmp_path))
+    monkeypatch.setattr(study, "RESULTS", str(tmp_path / "results"))
+    cell = "imagenet64_fashion"
+    runs = tmp_path / "results" / cell / "runs"
+    runs.mkdir(parents=True)
+    for seed, ms in enumerate((218.6, 211.7, 230.1)):  # median 218.6
+        (runs / f"full_training_e12_s{seed}.json").write_text(json.dumps({"median_step_ms": ms}))
+    (runs / "elastic_training_50pct_e12_s0.json").write_text(json.dumps({"median_step_ms": 80.0}))
+    profile = tmp_path / "profile_extracted" / "efficientnet_lite0_64_10_32_profile.json"
+    profile.parent.mkdir()
+    made = []
+
+    def remake(cell_name, dry_run, force=False):  # the profiler: each call writes the next full step
+        made.append(force)
+        profile.write_text(json.dumps({"T_full_ms": next(steps)}))
+
+    monkeypatch.setattr(study, "make_profile", remake)
+    steps = iter([239.0])
+    profile.write_text(json.dumps({"T_full_ms": 580.1}))  # 580.1 / 218.6 - 1 = +165 %: invalid
+    study.checked_profile(cell)
+    assert made == [True]
+    assert sorted(p.name for p in runs.iterdir()) == [f"full_training_e12_s{s}.json" for s in range(3)]
+    aside = tmp_path / "results" / cell / "runs_first_profile"
+    assert json.loads((aside / "profile_try0.json").read_text())["T_full_ms"] == 580.1
+    assert (aside / "elastic_training_50pct_e12_s0.json").exists()
+    (aside / "elastic_training_50pct_e12_s0.json").write_text(json.dumps({"final_test_accuracy": 0.819}))
+    lines = study.set_aside_lines(cell)
+    assert "profile_try0 580 ms" in lines[1] and lines[2] == "- elastic_training_50pct_e12: 81.9 ± 0.0 (1 seeds)"
+    study.checked_profile(cell)  # 239.0 / 218.6 - 1 = +9 %: valid, nothing happens
+    assert made == [True]
+    steps = iter([100.0] * 3)  # -54 % each time: it gives up after three tries, in one line
+    profile.write_text(json.dumps({"T_full_ms": 100.0}))
+    with pytest.raises(UserError, match="3 profiles of imagenet64_fashion in a row"):
+        study.checked_profile(cell)
+    assert made == [True] * 4
+    assert study.profile_miss(270.0, {}, (0, 1, 2)) is None  # no full-training runs yet: not read
