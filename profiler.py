@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 import models
-from elastic_trainer import memory_model, profile_tables
+from elastic_trainer import host_load, memory_model, profile_tables
 from elastic_trainer.command_line import HelpFormatter, UserError, positive_int, run_cli
 from elastic_trainer.files import atomic_write_json, atomic_write_text
 from elastic_trainer.memory_stats import allocator_device, allocator_mb, MB, reset_peak
@@ -753,13 +753,14 @@ def reusable_profile(args: argparse.Namespace, model: tf.keras.Model, json_path:
 def new_profile(args: argparse.Namespace, model: tf.keras.Model, name: str, json_path: str,
                 gradient_filter: Tuple[int, int], probe_costs: Callable[[], Dict]) -> Dict:
     """Profile the model, write the profile, its op table and its figure, and say what was measured."""
-    start = time.perf_counter()
+    start, before = time.perf_counter(), host_load.cpu_times()
     profile = profile_model(
         model, args.batch_size, num_iterations=args.num_iterations, repeats=args.repeats,
         logdir=os.path.join(args.logdir, name), csv_path=os.path.join(args.output_dir, name + ".csv"),
         optimizer=args.optimizer, from_trace=args.from_trace, seed=args.seed, memory=args.memory,
         meta=dict(model_name=args.model_name, input_size=args.input_size, num_classes=args.num_classes,
                   bn_mode=args.bn_mode, gradient_filter=list(gradient_filter)))
+    profile["host_steal_share"] = host_load.steal_share(before, host_load.cpu_times())  # None off Linux
     if args.probe_costs:
         profile["probe_costs"] = probe_costs()
     profile["gradient_check"] = checked_gradients(model, args.batch_size)  # after the timing: its first calls
@@ -771,6 +772,10 @@ def new_profile(args: argparse.Namespace, model: tf.keras.Model, name: str, json
     logging.info("the calibration steps moved by a median %.1f%% between the profiler's %d rounds: on this "
                  "machine expect predicted step times to miss by about that much (measure it: --validate 8)",
                  100 * profile["calibration_spread"], profile["calibration_rounds"])
+    if (profile["host_steal_share"] or 0) > host_load.STEAL_WARNING:
+        logging.warning("this virtual machine's host took %.0f%% of its CPU while the profiler timed (steal time, "
+                        "/proc/stat): every time in the profile is inflated by other machines' work; profile again "
+                        "when it is quieter (--force)", 100 * profile["host_steal_share"])
     if "probe_costs" in profile:
         logging.info("the probe's gradient call: %s", probe_cost_sentence(profile))
     logging.info("wrote %s, %s.csv and figures/%s.png; trace in %s (tensorboard --logdir %s)",

@@ -231,7 +231,7 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_profiles_then_reuses(tmp_path, caplog):
+def test_cli_profiles_then_reuses(tmp_path, caplog, monkeypatch):
     arguments = ["--model_name", "mobilenetv2", "--input_size", "32", "--num_classes", "3",
                  "--batch_size", "2", "--num_iterations", "2", "--repeats", "2", "--probe_costs",
                  "--output_dir", str(tmp_path / "profiles"), "--logdir", str(tmp_path / "logs")]
@@ -254,6 +254,8 @@ def test_cli_profiles_then_reuses(tmp_path, caplog):
                                          for layer in leaf_layers(models.build_model(
                                              "mobilenetv2", 3, 32, "none")) if isinstance(layer, (tf.keras.layers.Conv2D, tf.keras.layers.DepthwiseConv2D))})
         assert check["batch_size"] == 2 and isinstance(check["wrong"], list)
+        share = profile["host_steal_share"]  # None where the kernel keeps no steal time
+        assert share is None or 0 <= share <= 1
         stamp = path.stat().st_mtime_ns
         caplog.clear()
         with caplog.at_level("INFO"):
@@ -263,9 +265,14 @@ def test_cli_profiles_then_reuses(tmp_path, caplog):
         legacy = {key: value for key, value in profile.items() if key != "bn_mode"}
         path.write_text(json.dumps(legacy))  # made before BatchNorm modes were recorded: train mode
         caplog.clear()
+        # the host's steal time cannot be made here: /proc/stat readings 30 % apart in steal stand in for it
+        readings = iter([(1000, 10000), (1300, 11000)])
+        monkeypatch.setattr(profiler.host_load, "cpu_times", lambda: next(readings))
         with caplog.at_level("INFO"):
             assert profiler.main(arguments) == 0
         assert "measuring again: profile" in caplog.text and "bn_mode 'train' (need 'frozen'" in caplog.text
+        assert "host took 30% of its CPU while the profiler timed" in caplog.text
+        monkeypatch.undo()
         assert profile_tables.load_profile(str(path))["bn_mode"] == "frozen"
         kept = profile_tables.load_profile(str(path))
         assert profiler.missing_measurements(kept) is None  # what older profiles lack (test below) is all here
