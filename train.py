@@ -14,7 +14,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 import models
-from elastic_trainer import checkpoints
+from elastic_trainer import checkpoints, host_load
 from elastic_trainer.config import TrainConfig
 from elastic_trainer.deadline import RunDeadline, RunLength
 from elastic_trainer.diagnostics import ChanceWarning, FirstBatches
@@ -168,6 +168,7 @@ class Loop:
         self.state.startup_seconds += now - self.process_start
         self.setup_seconds = now - self.created  # the loop's own part of this session's start-up
         reset_peak()  # building the model and loading data are not training
+        self.host_ticks = host_load.cpu_times()  # the host's steal from here to the summary (this session's)
 
     def save_checkpoint(self) -> str:
         with self.memory.phase(None):
@@ -285,5 +286,6 @@ class Loop:
         reference = reference_timing(self.steps, self.setup.optimizer, scheme.step_mix(), batch, config.reference_steps)
         summary = loop_summary(config, scheme, self.profile, state, reference, self.evaluations.final_test, self.setup_seconds,
                                time.perf_counter() - self.process_start, self.meter)
-        summary.update(**self.length.facts(), **memory_summary(config, self.memory.run_peaks(), state.memory_selections))
+        summary.update(**self.length.facts(), **memory_summary(config, self.memory.run_peaks(), state.memory_selections),
+                       host_steal_share=host_load.steal_share(self.host_ticks, host_load.cpu_times()))
         return summary

@@ -132,8 +132,10 @@ def train_all(jobs: Sequence[Job], log_root: str, dry_run: bool,
         summaries.append(summary)
         if on_done:
             on_done(name, summary, seconds)
+        steal = summary.get("host_steal_share") or 0.0  # the VM's host's share of the CPU (Linux steal time)
         print(f"  {accuracy_line(summary)}, {summary['train_seconds']:.0f} s of training, "
-              f"{step_ratio_line(summary)}, {seconds:.0f} s in all", flush=True)
+              f"{step_ratio_line(summary)}, {seconds:.0f} s in all"
+              + (f", the host took {100 * steal:.0f} % of the CPU" if steal > 0.1 else ""), flush=True)
     return summaries
 
 

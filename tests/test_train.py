@@ -490,6 +490,8 @@ def test_summary_counts_compile_time_and_measures_a_live_full_step(tmp_path):
         summary["reference_selection_step_ms"] / summary["reference_full_step_ms"])
     assert [entry["epoch"] for entry in summary["history"]] == [1, 2]
     assert summary["history"][-1]["train_seconds"] == pytest.approx(summary["train_seconds"])
+    share = summary["host_steal_share"]  # the host's share of the CPU while it trained (None off Linux)
+    assert share is None or 0 <= share <= 1
     assert summary["evaluation_seconds"] > 0
 
 
