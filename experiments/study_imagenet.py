@@ -256,10 +256,11 @@ def cell_jobs(cell: str, pair: Tuple[float, str], reference: Optional[float], lo
     equal = EQUAL + ((ET_GLOROT,) if pair[1] == "zeros" and not judged(cell) else ())
     jobs = []
     for seed in seeds:
-        if reference is None:
+        if reference is None:  # a design cell's (a) is what chooses ElasticTrainer's head: there the pair's
             for row in equal:
                 name = f"{slug(row)}_e12_s{seed}"
-                jobs.append((name, base_flags(group, draw, seed, log_root, name) + scheme_flags(row, pair, draw, head)))
+                jobs.append((name, base_flags(group, draw, seed, log_root, name)
+                             + scheme_flags(row, pair, draw, head if judged(cell) else None)))
             continue
         for fraction in fractions:
             for row, _, _ in SCHEMES:

@@ -215,3 +215,15 @@ def test_a_profile_off_the_full_training_steps_is_made_again_and_the_runs_that_r
         study.checked_profile(cell)
     assert made == [True] * 4
     assert study.profile_miss(270.0, {}, (0, 1, 2)) is None  # no full-training runs yet: not read
+
+
+def test_a_design_cell_s_equal_epoch_runs_take_the_pair_s_head_whatever_head_is_passed(tmp_path):
+    """Its (a) chooses ElasticTrainer's head, so it cannot take one (a head chosen from runs since set aside ran
+    "elastic_training 50 %" with glorot on the fashion cell); a fresh cell's (a) takes the design cell's."""
+    heads = {name: flags[flags.index("--head_init") + 1]
+             for name, flags in study.cell_jobs("imagenet64_fashion", (0.003, "zeros"), None, str(tmp_path), "glorot")}
+    assert heads["elastic_training_50pct_e12_s0"] == "zeros" and heads["elastic_training_50pct_glorot_e12_s0"] == "glorot"
+    assert heads["full_training_e12_s0"] == "zeros"
+    fresh = {name: flags[flags.index("--head_init") + 1]
+             for name, flags in study.cell_jobs("imagenet64_fashion1", (0.003, "zeros"), None, str(tmp_path), "glorot")}
+    assert fresh["elastic_training_50pct_e12_s0"] == "glorot" and fresh["full_training_e12_s0"] == "zeros"
