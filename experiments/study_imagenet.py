@@ -422,9 +422,11 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
     reference = full_reference(done, seeds)
     lines = [f"# {cell}: equal epochs and deadlines (issue 74)", "", "Final-epoch test accuracy (%), mean ± std over "
              "seeds; paired differences by seed against full training at the same budget, with 95 % t-intervals; "
-             "overran: runs that ended past their deadline by more than one step (the rule counts them failed).", "",
-             "| budget | scheme | seeds | final test acc | train s | spent share | overran | vs full training |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "overran: runs that ended past their deadline by more than one step (the rule counts them failed); host: "
+             "the share of the CPU the VM's host took while they ran (steal time, mean over the runs that recorded it), "
+             "which slows a run as much as other work would.", "",
+             "| budget | scheme | seeds | final test acc | train s | spent share | overran | vs full training | host |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     budgets = [("e12", "12 epochs")] + [(f"b{f:g}", f"{f:g} ({f * reference:.1f} s)" if reference else f"{f:g}")
                                           for f in fractions]
     table: Dict[str, Dict[str, Dict[int, Dict]]] = {}
@@ -442,7 +444,8 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
                          f"{np.mean([run['train_seconds'] for run in runs.values()]):.1f} | "
                          + (f"{min(shares):.2f}-{max(shares):.2f}" if None not in shares else "-") + " | "
                          + (f"{sum(map(overran, runs.values()))} | " if key != "e12" else "- | ")
-                         + ("{:+.1f} [{:+.1f}, {:+.1f}]".format(*difference) if difference else "-") + " |")
+                         + ("{:+.1f} [{:+.1f}, {:+.1f}]".format(*difference) if difference else "-") + " | "
+                         + host_share(runs.values()) + " |")
     if judged(cell):
         lines += ["", *goal_lines(table, seeds)]
     lines += [*set_aside_lines(cell), "", made_by_line(cell, done)]
@@ -477,6 +480,12 @@ def set_aside_lines(cell: str) -> List[str]:
     return ["", f"Set aside, not in the table: runs that read a profile whose full step missed the full-training runs' "
                 f"median step by more than {100 * PROFILE_TOLERANCE:g} % ({', '.join(steps)}; {FIRST_PROFILE}/):"] + [
         f"- {name}: {study_deadline.mean_std(values)} ({len(values)} seeds)" for name, values in runs.items()]
+
+
+def host_share(runs) -> str:
+    """The mean share of the CPU the host took over the runs that recorded one (summary's host_steal_share)."""
+    shares = [run["host_steal_share"] for run in runs if run.get("host_steal_share") is not None]
+    return f"{100 * np.mean(shares):.0f} %" if shares else "-"
 
 
 def overran(run: Dict) -> bool:
