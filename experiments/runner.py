@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -44,6 +45,25 @@ def resumable(run_dir: str) -> bool:
     """An interrupted run with a checkpoint to continue from (no summary yet)."""
     return (bool(glob.glob(os.path.join(run_dir, "checkpoints", "ckpt-*.index")))
             and not os.path.exists(os.path.join(run_dir, "summary.json")))
+
+
+class BudgetRefused(UserError):
+    """main.py refused the run's --time_budget as shorter than the scheme's shortest schedule (one epoch and its
+    selections): a result of the plan (the scheme cannot run there), recorded as such, not a failure."""
+
+
+# main.py's one-line refusal of a deadline its scheme cannot keep (elastic_trainer/deadline.py)
+REFUSED_BUDGET = re.compile(r"^error: (--time_budget \S+ is too small.*)$", re.MULTILINE)
+
+
+def refused_budget(log_path: str) -> Optional[str]:
+    """The refusal's message when a run's log ends with main.py's refusal of its --time_budget, else None."""
+    try:
+        with open(log_path) as handle:
+            found = REFUSED_BUDGET.findall(handle.read()[-4000:])
+    except OSError:
+        return None
+    return found[-1] if found else None
 
 
 class RunStopped(UserError):
@@ -100,6 +120,9 @@ def train_one(name: str, arguments: Sequence[str], log_root: str) -> Tuple[Dict,
     if stopped:
         raise RunStopped(f"stopped by SIGTERM: run {name} wrote its checkpoint; the same command resumes it")
     if code != 0:
+        refusal = refused_budget(run_dir + ".log")
+        if refusal:
+            raise BudgetRefused(refusal)
         raise UserError(f"run {name} failed (exit {code}); see {run_dir}.log")
     with open(os.path.join(run_dir, "summary.json")) as handle:
         return json.load(handle), seconds
@@ -126,7 +149,13 @@ def train_all(jobs: Sequence[Job], log_root: str, dry_run: bool,
             check_main_arguments(name, arguments)
             print("  python main.py " + " ".join(arguments))
             continue
-        summary, seconds = train_one(name, arguments, log_root)
+        try:
+            summary, seconds = train_one(name, arguments, log_root)
+        except BudgetRefused as refusal:  # recorded, and the plan goes on
+            print(f"  refused: {refusal}", flush=True)
+            if on_done:
+                on_done(name, {"run_name": name, "refused": str(refusal)}, 0.0)
+            continue
         summary["ran_on"] = {"executor": "local", "host": host_name()}
         durations.append(seconds)
         summaries.append(summary)

@@ -90,6 +90,9 @@ def train(jobs, out: str, task: str, log_root: str, dry_run: bool) -> None:
 
     def keep(name: str, summary: Dict, seconds: float) -> None:
         summary["wall_seconds"] = seconds
+        if "refused" in summary:  # main.py wrote nothing: where the refusal was made, for the tables' provenance
+            summary["provenance"] = {"code_commit": commit(), "host": host_name(),
+                                     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
         atomic_write_json(os.path.join(runs_dir(out, task), name + ".json"), summary)
 
     if not dry_run:  # a dry run writes nothing

@@ -433,13 +433,16 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
     for key, label in budgets:
         table[key] = {row: {seed: done[f"{slug(row)}_{key}_s{seed}"] for seed in seeds if f"{slug(row)}_{key}_s{seed}" in done}
                       for row in (*(name for name, _, _ in SCHEMES), ET_GLOROT)}
-        base = table[key]["full_training"]
-        for row, runs in table[key].items():
+        base = ran(table[key]["full_training"])
+        for row, every in table[key].items():
+            runs, refusals = ran(every), [run["refused"] for run in every.values() if "refused" in run]
+            if refusals and not runs:
+                lines.append(f"| {label} | {row} | 0 | refused ({len(refusals)} seeds): {refusals[0]} | - | - | - | - | - |")
             if not runs:
                 continue
             shares = [run.get("deadline", {}).get("spent_share") for run in runs.values()]
             difference = paired(runs, base) if row != "full_training" and set(runs) & set(base) else None
-            lines.append(f"| {label} | {row} | {len(runs)} | "
+            lines.append(f"| {label} | {row} | {len(runs)}" + (f" (+{len(refusals)} refused)" if refusals else "") + " | "
                          f"{study_deadline.mean_std([run['final_test_accuracy'] for run in runs.values()])} | "
                          f"{np.mean([run['train_seconds'] for run in runs.values()]):.1f} | "
                          + (f"{min(shares):.2f}-{max(shares):.2f}" if None not in shares else "-") + " | "
@@ -452,9 +455,10 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
     path = output or os.path.join(RESULTS, f"{cell}.md")
     publish(lines, path)
     if reference:
-        points = {row: [(float(np.mean([r["train_seconds"] for r in table[key][row].values()])),
-                         *(100 * v for v in study_stats.mean_std([r["final_test_accuracy"] for r in table[key][row].values()])))
-                        for key, _ in budgets[1:] if table[key][row]] for row, _, _ in SCHEMES}
+        points = {row: [(float(np.mean([r["train_seconds"] for r in ran(table[key][row]).values()])),
+                         *(100 * v for v in study_stats.mean_std([r["final_test_accuracy"]
+                                                                  for r in ran(table[key][row]).values()])))
+                        for key, _ in budgets[1:] if ran(table[key][row])] for row, _, _ in SCHEMES}
         full12 = 100 * float(np.mean([r["final_test_accuracy"] for r in table["e12"]["full_training"].values()]))
         study_deadline.figure({row: values for row, values in points.items() if values}, reference, full12,
                               os.path.splitext(path)[0] + ".png", cell,
@@ -480,6 +484,11 @@ def set_aside_lines(cell: str) -> List[str]:
     return ["", f"Set aside, not in the table: runs that read a profile whose full step missed the full-training runs' "
                 f"median step by more than {100 * PROFILE_TOLERANCE:g} % ({', '.join(steps)}; {FIRST_PROFILE}/):"] + [
         f"- {name}: {study_deadline.mean_std(values)} ({len(values)} seeds)" for name, values in runs.items()]
+
+
+def ran(runs: Dict[int, Dict]) -> Dict[int, Dict]:
+    """The runs that trained, without those main.py refused (a deadline shorter than the scheme's shortest schedule)."""
+    return {seed: run for seed, run in runs.items() if "refused" not in run}
 
 
 def host_share(runs) -> str:
@@ -509,13 +518,16 @@ def goal_lines(table: Dict[str, Dict[str, Dict[int, Dict]]], seeds: Sequence[int
     at = table.get(f"b{GOAL_SHARE:g}", {})
     if any(len(at.get(row, {})) < len(seeds) for row in ("full_training", *SELECTIVE)):
         return lines + [f"- At {GOAL_SHARE:g} of full training's time: not read yet (every seed of every scheme first)."]
-    lows = {row: paired(at[row], at["full_training"])[1] for row in SELECTIVE}
-    late = [row for row in SELECTIVE if any(map(overran, at[row].values()))]  # a run past its deadline fails it
+    refused = [row for row in SELECTIVE if len(ran(at[row])) < len(at[row])]  # a scheme that cannot run there fails
+    lows = {row: paired(at[row], at["full_training"])[1] for row in SELECTIVE if row not in refused}
+    late = [row for row in lows if any(map(overran, at[row].values()))]  # a run past its deadline fails it
     passing = [row for row, value in lows.items() if value > GOAL_POINTS and row not in late]
+    best = f" (best {max(lows.values()):+.1f})" if lows else ""
     return lines + [f"- At {GOAL_SHARE:g} of full training's time: " + (
         f"**met** by {', '.join(passing)}" if passing else
-        f"**not met**: no selective scheme's paired lower end above {GOAL_POINTS:g} (best {max(lows.values()):+.1f})")
-        + (f"; not counted, a run past its deadline: {', '.join(late)}" if late else "")]
+        f"**not met**: no selective scheme's paired lower end above {GOAL_POINTS:g}{best}")
+        + (f"; not counted, a run past its deadline: {', '.join(late)}" if late else "")
+        + (f"; not counted, refused by main.py at that deadline: {', '.join(refused)}" if refused else "")]
 
 
 def run_plan(task: str, dry_run: bool = False) -> None:

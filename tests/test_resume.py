@@ -302,3 +302,33 @@ def test_a_checkpoint_that_cannot_be_written_says_what_is_left_and_leaves_no_par
     assert "No space left on device" in message
     assert ("The earlier checkpoint (ckpt-3) is intact." if earlier else "There is no earlier checkpoint.") in message
     assert not [name for name in os.listdir(directory) if "_temp" in name]
+
+
+def test_a_plan_records_a_deadline_main_py_refuses_and_goes_on(tmp_path, monkeypatch):
+    """A --time_budget shorter than the scheme's shortest schedule is refused by main.py (exit 2, one line): the plan
+    records that as the run's result and trains the next run, where any other failure stops it."""
+    from experiments import runner
+
+    def fake_run(command, log):
+        name = command[command.index("--run_name") + 1]
+        if name == "refused":  # the line main.py printed for issue 74's fashion cell at 0.2 of full training's time
+            log.write("error: --time_budget 19s is too small: one epoch (31 steps) and its 3 selections take about "
+                      "19.2 s by the profile; give at least --time_budget 21s\n")
+            return 2, False
+        if name == "broken":
+            log.write("error: something else\n")
+            return 2, False
+        run_dir = tmp_path / "logs" / name
+        run_dir.mkdir(exist_ok=True)
+        (run_dir / "summary.json").write_text(json.dumps({"final_test_accuracy": 0.5, "train_seconds": 1.0}))
+        return 0, False
+
+    monkeypatch.setattr(runner, "run_to_its_checkpoint", fake_run)
+    kept = {}
+    jobs = [(name, ["--run_name", name]) for name in ("refused", "trained")]
+    runner.train_all(jobs, str(tmp_path / "logs"), False, lambda name, summary, seconds: kept.update({name: summary}))
+    assert kept["refused"] == {"run_name": "refused", "refused": "--time_budget 19s is too small: one epoch (31 steps) "
+                               "and its 3 selections take about 19.2 s by the profile; give at least --time_budget 21s"}
+    assert kept["trained"]["final_test_accuracy"] == 0.5
+    with pytest.raises(UserError, match="run broken failed"):
+        runner.train_all([("broken", ["--run_name", "broken"])], str(tmp_path / "logs"), False)

@@ -91,6 +91,10 @@ def test_the_goal_reads_the_mean_at_equal_epochs_and_a_selective_lower_end_at_si
     assert "**not met**" in lines[1] and "best -10.0" in lines[1]
     table["b0.6"]["static_top_training 0.5"] = {s: run(0.70 + 0.002 * s) for s in seeds}  # +0.4 [-0.04, ...]
     assert "**met** by static_top_training 0.5" in study.goal_lines(table, seeds)[1]
+    table["b0.6"]["static_top_training 0.5"][3] = {"refused": "--time_budget 60s is too small: ..."}
+    line = study.goal_lines(table, seeds)[1]  # a scheme main.py refused on one seed cannot meet it
+    assert "**not met**" in line and "refused by main.py at that deadline: static_top_training 0.5" in line
+    table["b0.6"]["static_top_training 0.5"][3] = run(0.706)
     table["e12"]["elastic_training 50 %"] = {s: run(0.80, 60.0) for s in seeds}  # level, but 1.67x
     assert "**not met**" in study.goal_lines(table, seeds)[0]
     del table["b0.6"]["gain_stage_training 50 %"][4]
@@ -123,8 +127,13 @@ def test_a_design_cell_s_table_pairs_each_scheme_with_full_training_at_its_budge
             # past its deadline by 0.31 s, more than its 0.3 s step, on seed 2 alone
             write(f"traditional_tl_training_b{fraction:g}_s{seed}", 0.60, 100.0 * fraction, 1.0,
                   100.0 * fraction + (0.31 if seed == 2 else 0.29))
+    for seed in study.SEEDS:  # main.py refused ElasticTrainer's shortest deadline on every seed
+        (runs / f"elastic_training_50pct_b0.2_s{seed}.json").write_text(json.dumps(
+            {"run_name": f"elastic_training_50pct_b0.2_s{seed}", "refused": "--time_budget 20s is too small: ...",
+             "provenance": provenance}))
     study.cell_table("imagenet64_parts")
     text = (tmp_path / "imagenet64_parts.md").read_text()
+    assert "| 0.2 (20.0 s) | elastic_training 50 % | 0 | refused (3 seeds): --time_budget 20s is too small: ... |" in text
     assert "| 12 epochs | elastic_training 50 % | 3 | 79.0 ± 1.0 | 50.0 | - | - | -2.0 [-2.0, -2.0] | 15 % |" in text
     assert "| 0.4 (40.0 s) | static_top_training 0.5 | 3 | 72.0 ± 0.0 | 40.0 | 0.98-0.98 | 0 | +2.0 [+2.0, +2.0] | - |" in text
     assert "| 0.4 (40.0 s) | traditional_tl_training | 3 | 60.0 ± 0.0 | 40.0 | 1.00-1.00 | 1 | -10.0" in text
