@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from elastic_trainer import host_load
 from elastic_trainer.command_line import UserError
 from experiments.sharding import Shard, host_name, resolve_shard
 
@@ -164,7 +165,7 @@ def train_all(jobs: Sequence[Job], log_root: str, dry_run: bool,
         steal = summary.get("host_steal_share") or 0.0  # the VM's host's share of the CPU (Linux steal time)
         print(f"  {accuracy_line(summary)}, {summary['train_seconds']:.0f} s of training, "
               f"{step_ratio_line(summary)}, {seconds:.0f} s in all"
-              + (f", the host took {100 * steal:.0f} % of the CPU" if steal > 0.1 else ""), flush=True)
+              + (f", the host took {100 * steal:.0f} % of the CPU" if steal > host_load.STEAL_WARNING else ""), flush=True)
     return summaries
 
 

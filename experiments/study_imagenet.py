@@ -68,10 +68,10 @@ ELASTIC_ROWS = ("elastic_training 50 %", "elastic_training 0.7")
 FASHION_LOOK_BATCHES = 6
 # the goal's clauses on a fresh draw: at equal epochs ElasticTrainer "50 %"'s mean within 1 point of full training
 # at >= 1.8x its training speed; at 0.6 of full training's time a selective scheme's paired lower end above -1
-# a cell's profile must describe its machine's steps (notebook, "A profile that does not describe the machine's steps")
-PROFILE_TOLERANCE, PROFILE_TRIES, FIRST_PROFILE = 0.25, 3, "runs_first_profile"
 SELECTIVE = ("elastic_training 50 %", "elastic_training 0.7", "gain_stage_training 50 %", "static_top_training 0.5")
 GOAL_POINTS, GOAL_SPEEDUP, GOAL_SHARE = -1.0, 1.8, 0.6
+# a cell's profile must describe its machine's steps (notebook, "A profile that does not describe the machine's steps")
+PROFILE_TOLERANCE, PROFILE_TRIES, FIRST_PROFILE = 0.25, 3, "runs_first_profile"
 
 
 def cells() -> Dict[str, Tuple[str, str]]:
@@ -285,17 +285,20 @@ def committed(path: str) -> bool:
     return subprocess.run(["git", "ls-files", "--error-unmatch", path], cwd=ROOT, capture_output=True).returncode == 0
 
 
-def profile_command(cell: str) -> List[str]:
+def profile_shape(cell: str) -> Tuple[int, int]:
+    """The (input size, classes) a cell's runs are profiled at (batch 32, frozen BatchNorm)."""
     group, draw = cells()[cell]
-    classes = "10" if kind(draw) == "fashion" else "64"
-    return ["profiler.py", "--model_name", "efficientnet_lite0", "--input_size", str(GROUPS[group][1]),
-            "--num_classes", classes, "--batch_size", "32", "--bn_mode", "frozen"]
+    return GROUPS[group][1], 10 if kind(draw) == "fashion" else 64
+
+
+def profile_command(cell: str) -> List[str]:
+    size, classes = profile_shape(cell)
+    return ["profiler.py", "--model_name", "efficientnet_lite0", "--input_size", str(size),
+            "--num_classes", str(classes), "--batch_size", "32", "--bn_mode", "frozen"]
 
 
 def profile_path(cell: str) -> str:
-    flags = profile_command(cell)
-    size, classes = (int(flags[flags.index(flag) + 1]) for flag in ("--input_size", "--num_classes"))
-    return os.path.join(ROOT, "profile_extracted", profile_name("efficientnet_lite0", size, classes, 32) + ".json")
+    return os.path.join(ROOT, "profile_extracted", profile_name("efficientnet_lite0", *profile_shape(cell), 32) + ".json")
 
 
 def make_profile(cell: str, dry_run: bool, force: bool = False) -> None:
@@ -471,16 +474,14 @@ def set_aside_lines(cell: str) -> List[str]:
     folder = os.path.join(RESULTS, cell, FIRST_PROFILE)
     if not os.path.isdir(folder):
         return []
-    steps = []
+    steps, runs = [], {}  # type: List[str], Dict[str, List[float]]
     for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name)) as handle:
+            record = json.load(handle)
         if name.startswith("profile_try"):
-            with open(os.path.join(folder, name)) as handle:
-                steps.append(f"{name[:-5]} {float(json.load(handle)['T_full_ms']):.0f} ms")
-    runs: Dict[str, List[float]] = {}
-    for name in sorted(os.listdir(folder)):
-        if not name.startswith("profile_try"):
-            with open(os.path.join(folder, name)) as handle:
-                runs.setdefault(name[:-5].rsplit("_s", 1)[0], []).append(json.load(handle)["final_test_accuracy"])
+            steps.append(f"{name[:-5]} {float(record['T_full_ms']):.0f} ms")
+        else:
+            runs.setdefault(name[:-5].rsplit("_s", 1)[0], []).append(record["final_test_accuracy"])
     return ["", f"Set aside, not in the table: runs that read a profile whose full step missed the full-training runs' "
                 f"median step by more than {100 * PROFILE_TOLERANCE:g} % ({', '.join(steps)}; {FIRST_PROFILE}/):"] + [
         f"- {name}: {study_deadline.mean_std(values)} ({len(values)} seeds)" for name, values in runs.items()]
