@@ -141,6 +141,7 @@ class Loop:
         self.first_batches = FirstBatches(config.num_classes)  # their classes, reported once a session
         self.chance = ChanceWarning(config.num_classes)  # once a session
         self.length = RunLength(config.num_epochs)  # under --time_budget, start() adds the deadline's plan
+        self.host_ticks = host_load.cpu_times()  # the host's steal from here to the summary; start() restarts it
 
     def start(self, resume: bool, evaluation: Sequence[tf.data.Dataset] = (),
               process_start: Optional[float] = None) -> None:
