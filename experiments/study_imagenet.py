@@ -24,6 +24,7 @@ import numpy as np
 
 from elastic_trainer.command_line import UserError
 from elastic_trainer.files import file_sha256
+from elastic_trainer.host_load import STEAL_WARNING
 from elastic_trainer.profile_tables import profile_name
 from experiments import study_deadline, study_stats
 from experiments.study_deadline import finished, made_by, publish, runs_dir, slug, train
@@ -72,6 +73,10 @@ SELECTIVE = ("elastic_training 50 %", "elastic_training 0.7", "gain_stage_traini
 GOAL_POINTS, GOAL_SPEEDUP, GOAL_SHARE = -1.0, 1.8, 0.6
 # a cell's profile must describe its machine's steps (notebook, "A profile that does not describe the machine's steps")
 PROFILE_TOLERANCE, PROFILE_TRIES, FIRST_PROFILE = 0.25, 3, "runs_first_profile"
+# a fresh draw's equal-epoch pair times the goal's speed: where the VM's host took more than STEAL_WARNING of the
+# CPU during either run, the pair is set aside in BUSY_HOST/ and run again, at most SPEED_TRIES times; its runs also
+# time full steps against their final selection, back to back (notebook, "A busy host", before any fresh run)
+SPEED_TRIES, BUSY_HOST, REFERENCE_STEPS = 2, "runs_busy_host", 20
 
 
 def cells() -> Dict[str, Tuple[str, str]]:
@@ -260,7 +265,8 @@ def cell_jobs(cell: str, pair: Tuple[float, str], reference: Optional[float], lo
             for row in equal:
                 name = f"{slug(row)}_e12_s{seed}"
                 jobs.append((name, base_flags(group, draw, seed, log_root, name)
-                             + scheme_flags(row, pair, draw, head if judged(cell) else None)))
+                             + scheme_flags(row, pair, draw, head if judged(cell) else None)
+                             + (["--reference_steps", str(REFERENCE_STEPS)] if judged(cell) else [])))
             continue
         for fraction in fractions:
             for row, _, _ in SCHEMES:
@@ -355,6 +361,43 @@ def checked_profile(cell: str) -> None:
         make_profile(cell, False, force=True)
 
 
+def equal_pair(seed: int) -> Tuple[str, ...]:
+    """The names of a seed's equal-epoch runs, full training's first."""
+    return tuple(f"{slug(row)}_e12_s{seed}" for row in EQUAL)
+
+
+def busy(run: Dict) -> bool:
+    """Whether the VM's host took more than STEAL_WARNING of the CPU while the run trained (unknown: not busy)."""
+    share = run.get("host_steal_share")
+    return share is not None and share > STEAL_WARNING
+
+
+def checked_host(cell: str) -> List[int]:
+    """The notebook's rule for a fresh draw's speed: each seed whose finished equal-epoch pair ran on a busy host
+    (`busy`) is set aside in BUSY_HOST/ (`<run>_try<n>.json`) unless it has been SPEED_TRIES times; returns those
+    seeds, whose pairs are to run again. A design cell's speed is not judged: nothing is set aside there."""
+    if not judged(cell):
+        return []
+    done, source, target = finished(RESULTS, cell), runs_dir(RESULTS, cell), os.path.join(RESULTS, cell, BUSY_HOST)
+    again = []
+    for seed in cell_plan(cell)[0]:
+        names = equal_pair(seed)
+        if not all(name in done for name in names) or not any(busy(done[name]) for name in names):
+            continue
+        tries = len([name for name in os.listdir(target) if name.startswith(names[0] + "_try")]) \
+            if os.path.isdir(target) else 0
+        if tries >= SPEED_TRIES:
+            continue
+        os.makedirs(target, exist_ok=True)
+        for name in names:
+            os.replace(os.path.join(source, name + ".json"), os.path.join(target, f"{name}_try{tries}.json"))
+        print(f"seed {seed}'s equal-epoch pair ran while the host took more than {100 * STEAL_WARNING:g} % of the CPU "
+              f"(" + ", ".join(f"{100 * (done[name].get('host_steal_share') or 0):.0f} %" for name in names)
+              + f"): set aside in {BUSY_HOST}/, running it again", flush=True)
+        again.append(seed)
+    return again
+
+
 def run_cell(cell: str, dry_run: bool) -> None:
     group, _ = cells()[cell]
     check_backbones(group)
@@ -368,10 +411,15 @@ def run_cell(cell: str, dry_run: bool) -> None:
     head = elastic_head(finished(RESULTS, design), pair)
     if judged(cell) and head is None:
         raise UserError(f"{design}'s equal-epoch runs have not chosen ElasticTrainer's head yet")
-    train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, dry_run)
+    def equal_epochs(dry: bool = False) -> None:  # (a), with a fresh draw's pairs timed on a busy host run again
+        train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, dry)
+        while not dry and checked_host(cell):  # at most SPEED_TRIES times a seed
+            train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, False)
+
+    equal_epochs(dry_run)
     if not dry_run:
         checked_profile(cell)
-        train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, False)  # what was set aside
+        equal_epochs()  # what was set aside
         head = elastic_head(finished(RESULTS, design), pair)
         reference = full_reference(finished(RESULTS, cell), cell_plan(cell)[0])
         train(cell_jobs(cell, pair, reference, log_root, head), RESULTS, cell, log_root, False)
@@ -454,7 +502,7 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
                          + host_share(runs.values()) + " |")
     if judged(cell):
         lines += ["", *goal_lines(table, seeds)]
-    lines += [*set_aside_lines(cell), "", made_by_line(cell, done)]
+    lines += [*set_aside_lines(cell), *busy_host_lines(cell), "", made_by_line(cell, done)]
     path = output or os.path.join(RESULTS, f"{cell}.md")
     publish(lines, path)
     if reference:
@@ -515,7 +563,7 @@ def goal_lines(table: Dict[str, Dict[str, Dict[int, Dict]]], seeds: Sequence[int
     speedup = np.mean([r["train_seconds"] for r in full.values()]) / np.mean([r["train_seconds"] for r in elastic.values()])
     lines = [f"- Equal epochs: ElasticTrainer \"50 %\" − full training {mean:+.1f} [{low:+.1f}, {high:+.1f}] points at "
              f"{speedup:.2f}x its training speed: **{'met' if mean >= GOAL_POINTS and speedup >= GOAL_SPEEDUP else 'not met'}** "
-             f"(mean within {-GOAL_POINTS:g} point at >= {GOAL_SPEEDUP:g}x)."]
+             f"(mean within {-GOAL_POINTS:g} point at >= {GOAL_SPEEDUP:g}x)." + speed_notes(full, elastic)]
     at = table.get(f"b{GOAL_SHARE:g}", {})
     if any(len(at.get(row, {})) < len(seeds) for row in ("full_training", *SELECTIVE)):
         return lines + [f"- At {GOAL_SHARE:g} of full training's time: not read yet (every seed of every scheme first)."]
@@ -529,6 +577,34 @@ def goal_lines(table: Dict[str, Dict[str, Dict[int, Dict]]], seeds: Sequence[int
         f"**not met**: no selective scheme's paired lower end above {GOAL_POINTS:g}{best}")
         + (f"; not counted, a run past its deadline: {', '.join(late)}" if late else "")
         + (f"; not counted, refused by main.py at that deadline: {', '.join(refused)}" if refused else "")]
+
+
+def speed_notes(full: Dict[int, Dict], elastic: Dict[int, Dict]) -> str:
+    """Beside the speed clause: the final selection's step against a full one, timed back to back after training
+    (--reference_steps), and the seeds whose pair still ran on a busy host after SPEED_TRIES tries."""
+    live = [run.get("step_time_ratio_live", float("nan")) for run in elastic.values()]
+    notes = f" Its final selection's step, timed back to back: {np.mean(live):.2f} of a full one." \
+        if live and all(np.isfinite(live)) else ""
+    loud = sorted(seed for seed in full if busy(full[seed]) or (seed in elastic and busy(elastic[seed])))
+    if loud:
+        notes += (f" Timed while the host took more than {100 * STEAL_WARNING:g} % of the CPU after {SPEED_TRIES} tries: "
+                  f"seed{'s' if len(loud) > 1 else ''} {', '.join(map(str, loud))}.")
+    return notes
+
+
+def busy_host_lines(cell: str) -> List[str]:
+    """The equal-epoch pairs set aside for a busy host (checked_host), reported beside the table."""
+    folder = os.path.join(RESULTS, cell, BUSY_HOST)
+    if not os.path.isdir(folder):
+        return []
+    lines = ["", f"Set aside, not in the table: equal-epoch pairs timed while the VM's host took more than "
+                 f"{100 * STEAL_WARNING:g} % of the CPU, run again ({BUSY_HOST}/; train s, host share, final test acc):"]
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name)) as handle:
+            run = json.load(handle)
+        lines.append(f"- {name[:-5]}: {run['train_seconds']:.1f} s, {100 * (run.get('host_steal_share') or 0):.0f} %, "
+                     f"{100 * run['final_test_accuracy']:.1f} %")
+    return lines
 
 
 def run_plan(task: str, dry_run: bool = False) -> None:

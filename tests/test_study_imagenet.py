@@ -239,3 +239,51 @@ def test_a_design_cell_s_equal_epoch_runs_take_the_pair_s_head_whatever_head_is_
     fresh = {name: flags[flags.index("--head_init") + 1]
              for name, flags in study.cell_jobs("imagenet64_fashion1", (0.003, "zeros"), None, str(tmp_path), "glorot")}
     assert fresh["elastic_training_50pct_e12_s0"] == "glorot" and fresh["full_training_e12_s0"] == "zeros"
+
+
+def test_a_fresh_draw_s_equal_epoch_pair_timed_on_a_busy_host_is_run_again_at_most_twice(monkeypatch, tmp_path):
+    """The notebook's rule for the speed clause: a pair where the host took over 10 % of the CPU (either run) is set
+    aside and run again, twice at most; a run that recorded no share (off Linux) counts as quiet; design cells keep
+    theirs. Fresh (a) runs also time full steps against their final selection (--reference_steps)."""
+    monkeypatch.setattr(study, "RESULTS", str(tmp_path / "results"))
+    cell = "imagenet64_fashion1"
+    runs = tmp_path / "results" / cell / "runs"
+    runs.mkdir(parents=True)
+
+    def write(seed, full_share, elastic_share):
+        for name, share in zip(study.equal_pair(seed), (full_share, elastic_share)):
+            (runs / f"{name}.json").write_text(json.dumps({"host_steal_share": share, "train_seconds": 90.0,
+                                                          "final_test_accuracy": 0.83}))
+
+    write(0, 0.04, 0.06)
+    write(1, 0.05, 0.25)  # ElasticTrainer's run on a busy host
+    write(2, None, None)  # no share recorded
+    write(3, 0.11, 0.02)  # full training's
+    assert study.checked_host(cell) == [1, 3]
+    assert sorted(p.name for p in runs.iterdir()) == sorted(f"{n}.json" for s in (0, 2) for n in study.equal_pair(s))
+    aside = tmp_path / "results" / cell / "runs_busy_host"
+    assert (aside / "elastic_training_50pct_e12_s1_try0.json").exists()
+    assert (aside / "full_training_e12_s3_try0.json").exists()
+    write(1, 0.30, 0.02)
+    assert study.checked_host(cell) == [1]  # seed 3 has not run again yet: not read
+    write(1, 0.30, 0.02)
+    assert study.checked_host(cell) == []  # two tries: the third pair is kept, and named beside the speed
+    assert json.loads((runs / "full_training_e12_s1.json").read_text())["host_steal_share"] == 0.30
+    assert len(list(aside.iterdir())) == 6
+    lines = study.busy_host_lines(cell)
+    assert lines[2] == "- elastic_training_50pct_e12_s1_try0: 90.0 s, 25 %, 83.0 %" and len(lines) == 8
+    full = {s: {"host_steal_share": share} for s, share in enumerate((0.04, 0.30, None))}
+    elastic = {s: {"host_steal_share": 0.02, "step_time_ratio_live": ratio} for s, ratio in enumerate((0.4, 0.5, 0.6))}
+    assert study.speed_notes(full, elastic) == (" Its final selection's step, timed back to back: 0.50 of a full one. "
+                                                "Timed while the host took more than 10 % of the CPU after 2 tries: seed 1.")
+    design = tmp_path / "results" / "imagenet64_fashion" / "runs"
+    design.mkdir(parents=True)
+    for name in study.equal_pair(0):
+        (design / f"{name}.json").write_text(json.dumps({"host_steal_share": 0.4}))
+    assert study.checked_host("imagenet64_fashion") == [] and len(list(design.iterdir())) == 2
+    def timed(cell_name):
+        return {name: "--reference_steps" in flags
+                for name, flags in study.cell_jobs(cell_name, (0.003, "zeros"), None, str(tmp_path), "zeros")}
+
+    assert set(timed("imagenet64_fashion").values()) == {False} and len(timed("imagenet64_fashion")) == 9
+    assert timed(cell) == {name: True for seed in range(5) for name in study.equal_pair(seed)}
