@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -25,6 +26,40 @@ from experiments.sharding import Shard, host_name, resolve_shard
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 Job = Tuple[str, List[str]]  # (run name, main.py flags; they include --logdir and --run_name)
+
+
+# one timed batch a machine: a second sweep beside a running one would slow both and move the seconds their
+# deadlines and speeds are measured in (every checkout on the machine shares this file)
+BATCH_LOCK = os.path.join(tempfile.gettempdir(), "elastic_trainer_batch.lock")
+
+
+@contextlib.contextmanager
+def one_batch_at_a_time(what: str, path: Optional[str] = None):
+    """Hold the machine's batch lock while `what` (a sweep's command) runs; UserError naming the sweep that holds
+    it. The lock is the kernel's (flock): it goes with its process, however that ends. Without fcntl (Windows): none."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    path = path or BATCH_LOCK
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise UserError(f"a timed sweep is already running on this machine ({holder}); two side by side would "
+                            f"move each other's seconds: wait for it to finish, or stop it") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}: {what}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()  # the lock goes when the file closes
 
 
 def check_main_arguments(name: str, arguments: Sequence[str]) -> None:

@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from elastic_trainer.command_line import HelpFormatter, UserError
 from elastic_trainer.files import atomic_write_json, atomic_write_text, file_sha256
-from experiments.runner import add_distribution_flags, distribution, train_all
+from experiments.runner import add_distribution_flags, distribution, one_batch_at_a_time, train_all
 from experiments.sharding import load_manifests, nominal_cost, record, report, resolve_shard, select
 from experiments.study_deadline import JUDGED_DRAWS as DEADLINE_DRAWS, TASKS as DEADLINE_TASKS
 from experiments.study_imagenet import TASKS as IMAGENET_TASKS
@@ -434,8 +434,11 @@ def batch_plan(args: argparse.Namespace) -> int:
     if spread:
         raise UserError(f"the {args.plan} plan takes no {', '.join(spread)}: its seeds are fixed by its rule "
                         "and its runs train here in one batch, because each budget is seconds measured on this machine")
-    if args.action == "run":
-        plan.run_plan(args.task, args.dry_run)
+    if args.action == "run" and args.dry_run:
+        plan.run_plan(args.task, True)
+    elif args.action == "run":
+        with one_batch_at_a_time(f"scripts/study.py run {args.plan} --task {args.task}"):
+            plan.run_plan(args.task, False)
     else:
         plan.write_table(args.task, args.output)
     return 0
@@ -453,6 +456,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         f"python scripts/study.py run deadline --task {args.task}")
     args.seeds, args.task = args.seeds or [0, 1, 2], args.task or "shapes"
     args.model_name = study_key(args.task, args.model_name)
+    if args.action == "run" and not args.dry_run and args.executor == "local":
+        with one_batch_at_a_time(f"scripts/study.py run {args.plan} --task {args.task}"):
+            return run_study(args.plan, args.model_name, args.seeds, False, args)
     if args.action == "run":
         return run_study(args.plan, args.model_name, args.seeds, args.dry_run, args)
     from experiments.study_table import write_table

@@ -17,6 +17,14 @@ def tfds_dir(tmp_path_factory) -> str:
     return directory
 
 
+@pytest.fixture(autouse=True)
+def own_batch_lock(monkeypatch, tmp_path):
+    """Each test's sweeps take a lock of their own, not the machine's (a real sweep may hold that one)."""
+    from experiments import runner
+
+    monkeypatch.setattr(runner, "BATCH_LOCK", str(tmp_path / "batch.lock"))
+
+
 @pytest.fixture
 def offline(monkeypatch):
     """Make every outgoing connection fail at once, as on a machine with no network."""

@@ -332,3 +332,31 @@ def test_a_plan_records_a_deadline_main_py_refuses_and_goes_on(tmp_path, monkeyp
     assert kept["trained"]["final_test_accuracy"] == 0.5
     with pytest.raises(UserError, match="run broken failed"):
         runner.train_all([("broken", ["--run_name", "broken"])], str(tmp_path / "logs"), False)
+
+
+def test_a_second_timed_sweep_on_the_machine_is_refused_in_one_line_until_the_first_ends(tmp_path, monkeypatch):
+    """Two sweeps side by side move each other's seconds (deadlines, speeds): the second is refused, naming the
+    first; the lock goes with the first's process, however it ends (here: killed)."""
+    from experiments import runner, study, study_imagenet
+
+    ran = []
+    monkeypatch.setattr(study_imagenet, "run_plan", lambda task, dry_run: ran.append((task, dry_run)))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom experiments.runner import one_batch_at_a_time\n"
+         "with one_batch_at_a_time('scripts/study.py run imagenet --task imagenet64_parts', sys.argv[1]):\n"
+         "    print('held', flush=True)\n    time.sleep(120)", runner.BATCH_LOCK],
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        expected = rf"already running on this machine \(pid {holder.pid}: scripts/study.py run imagenet --task imagenet64_parts\)"
+        with pytest.raises(UserError, match=expected):
+            study.main(["run", "imagenet", "--task", "imagenet64_fashion"])
+        assert study.main(["run", "imagenet", "--task", "imagenet64_fashion", "--dry_run"]) == 0  # trains nothing
+        assert ran == [("imagenet64_fashion", True)]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert study.main(["run", "imagenet", "--task", "imagenet64_fashion"]) == 0
+    assert ran[-1] == ("imagenet64_fashion", False)
+    with runner.one_batch_at_a_time("again"):  # released when the sweep ended
+        pass
