@@ -208,9 +208,13 @@ def calibrate(group: str, dry_run: bool) -> None:
     log_root = os.path.join(LOGS, group)
     every = [(rate, head) for rate in RATES for head in HEADS]
     train(screen_jobs(group, (SCREEN_SEED,), every, log_root), RESULTS, group, log_root, dry_run)
-    if dry_run:
-        return
     pairs = finalists(finished(RESULTS, group), group)
+    if dry_run or pairs is None:  # stage 2 is chosen by stage 1's results
+        print(f"then stage 2 of {group}: the {FINALISTS} best pairs of stage 1, seeds "
+              f"{', '.join(map(str, FINAL_SEEDS))} on each draw" + ("" if pairs is None else
+                                                                    f" ({', '.join(pair_name(*p) for p in pairs)})"),
+              flush=True)
+        return
     print(f"stage 2 of {group}: {', '.join(pair_name(*pair) for pair in pairs)}", flush=True)
     train(screen_jobs(group, FINAL_SEEDS, pairs, log_root), RESULTS, group, log_root, False)
 
@@ -411,13 +415,19 @@ def run_cell(cell: str, dry_run: bool) -> None:
     head = elastic_head(finished(RESULTS, design), pair)
     if judged(cell) and head is None:
         raise UserError(f"{design}'s equal-epoch runs have not chosen ElasticTrainer's head yet")
+
     def equal_epochs(dry: bool = False) -> None:  # (a), with a fresh draw's pairs timed on a busy host run again
         train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, dry)
         while not dry and checked_host(cell):  # at most SPEED_TRIES times a seed
             train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, False)
 
     equal_epochs(dry_run)
-    if not dry_run:
+    if dry_run:
+        seeds, fractions = cell_plan(cell)
+        print(f"then the deadlines: {len(SCHEMES)} schemes at {', '.join(f'{f:g}' for f in fractions)} of full "
+              f"training's mean 12-epoch time above, seeds {', '.join(map(str, seeds))} "
+              f"({len(SCHEMES) * len(fractions) * len(seeds)} runs)", flush=True)
+    else:
         checked_profile(cell)
         equal_epochs()  # what was set aside
         head = elastic_head(finished(RESULTS, design), pair)

@@ -287,3 +287,14 @@ def test_a_fresh_draw_s_equal_epoch_pair_timed_on_a_busy_host_is_run_again_at_mo
 
     assert set(timed("imagenet64_fashion").values()) == {False} and len(timed("imagenet64_fashion")) == 9
     assert timed(cell) == {name: True for seed in range(5) for name in study.equal_pair(seed)}
+
+
+def test_a_dry_run_says_what_follows_the_runs_it_lists(capsys):
+    """Stage 2 and a cell's deadlines are chosen by the runs before them: a dry run names them without listing them."""
+    study.calibrate("imagenet64", True)
+    assert "then stage 2 of imagenet64: the 2 best pairs of stage 1, seeds 1, 2 on each draw (" in capsys.readouterr().out
+    study.run_cell("imagenet64_parts", True)
+    out = capsys.readouterr().out
+    assert "[9/9] elastic_training_50pct_glorot_e12_s2" in out
+    assert out.rstrip().endswith("then the deadlines: 6 schemes at 0.2, 0.4, 0.6 of full training's mean 12-epoch time "
+                                 "above, seeds 0, 1, 2 (54 runs)")
