@@ -32,11 +32,12 @@ ESSENTIAL_FLAGS = ("model_name", "dataset_name", "train_type", "input_size", "ba
                    "optimizer", "learning_rate", "weight_decay", "num_epochs", "interval", "rho", "rho_mode",
                    "bn_mode", "seed", "weights", "probe_batches", "recalibrate", "data_dir", "gf_radius",
                    "gf_blocks", "block_range", "validation", "val_fraction", "test_every_epoch", "time_budget",
-                   "scheme_options")
+                   "eval_every", "head_init", "resolution", "memory_budget_mb", "scheme_options")
 # Flags added after runs were first saved: a saved config without them had the value given here
 # (runs made before --test_every_epoch existed tested every epoch).
 LATER_FLAGS = {"gf_radius": 0, "gf_blocks": 0, "block_range": "", "val_fraction": 0.0, "test_every_epoch": True,
-               "time_budget": 0.0, "scheme_options": {}}
+               "time_budget": 0.0, "eval_every": 1, "head_init": "glorot", "resolution": 1000, "memory_budget_mb": 0.0,
+               "scheme_options": {}}
 
 
 def with_later_flags(saved: Mapping) -> Dict:

@@ -213,6 +213,14 @@ def test_config_differences_name_each_changed_flag():
     # a config saved before a flag existed had its default: it resumes unless the flag is set now
     assert checkpoints.config_differences(saved, dict(saved, block_range="", gf_radius=0)) == []
     assert checkpoints.config_differences(saved, dict(saved, block_range="0:4")) == ["--block_range was '', now '0:4'"]
+    # what is evaluated when (the validation-best epoch), the head a run was labelled with, the DP's grid and a
+    # memory budget define a run too: a resume that changes one would be another run under the same name
+    assert checkpoints.config_differences(saved, dict(saved, eval_every=1, head_init="glorot", resolution=1000,
+                                                      memory_budget_mb=0.0)) == []
+    assert checkpoints.config_differences(saved, dict(saved, eval_every=3, head_init="zeros", resolution=200,
+                                                      memory_budget_mb=900.0)) == [
+        "--eval_every was 1, now 3", "--head_init was 'glorot', now 'zeros'", "--resolution was 1000, now 200",
+        "--memory_budget_mb was 0.0, now 900.0"]
 
 
 def test_resume_refuses_other_flags_and_needs_a_run(workdir, tfds_dir, capsys):
