@@ -46,7 +46,10 @@ from train_step import (StepCache, TrainStep, eager_gradients, forward_function,
 # --validate keeps its own 10, so that its measurements are made as before.
 WARM_UP_ROUNDS = 1
 VALIDATE_WARM_UP_ROUNDS = 10
-CALIBRATION_SELECTIONS = 6  # random selections timed besides head, path and full to fit the time model
+# random selections timed besides head, path and full to fit the time model's 3 parameters (issue 75: 3 instead
+# of 6 cut the profile by about 10 s with its error inside the machine's spread); with --memory, 6, as the
+# memory model was measured with
+CALIBRATION_SELECTIONS, MEMORY_CALIBRATION_SELECTIONS = 3, 6
 CALIBRATION_SEED = 20231  # not --validate's seeds: its random selections stay unseen by the fit
 CALIBRATION_ROUNDS = 3  # rounds the calibration steps are timed in, spread over the profiling
 # Micro-batch counts at which the probe's pass is timed (a memory budget's probe runs in as many as
@@ -338,7 +341,8 @@ def profile_model(model: tf.keras.Model, batch_size: int, *, num_iterations: int
     points = tensor_points(model)
     step = TrainStep(model, timed_optimizer, model.trainable_weights)  # traced whole: its graph maps ops
     shared = shared_forward(model)
-    calibration, more = calibration_steps(model, timed_optimizer, points, shared)
+    calibration, more = calibration_steps(model, timed_optimizer, points, shared,
+                                          MEMORY_CALIBRATION_SELECTIONS if memory else CALIBRATION_SELECTIONS)
     forward = forward_function(model)
     gradients = full_gradients(model, shared)  # the importance probe's pass: training re-anchors on it
     # ... and its pass in micro-batches, as a memory budget runs it (training re-anchors on those)
@@ -395,13 +399,14 @@ def traced_first_calls(gradients: Callable, step: Callable, images: tf.Tensor, l
     return {"traced_first_ms": 1000 * first, "traced_step_first_ms": 1000 * (time.perf_counter() - start)}
 
 
-def calibration_steps(model: tf.keras.Model, optimizer, points, shared: Callable) -> Tuple[List, List[np.ndarray]]:
+def calibration_steps(model: tf.keras.Model, optimizer, points, shared: Callable,
+                      selections: int = CALIBRATION_SELECTIONS) -> Tuple[List, List[np.ndarray]]:
     """The steps that calibrate the time model: classifier only, deepest tensor only, everything,
-    and CALIBRATION_SELECTIONS random selections (their own seed, so --validate's random selections
+    and `selections` random selections (their own seed, so --validate's random selections
     are others), all built as training builds them (one shared forward function); and the random
     selections' tensor indices. The model is fitted to all of them (least squares)."""
     weights = model.trainable_weights
-    more = [np.flatnonzero(mask) for mask in _random_masks(points, CALIBRATION_SELECTIONS,
+    more = [np.flatnonzero(mask) for mask in _random_masks(points, selections,
                                                            np.random.default_rng(CALIBRATION_SEED))]
     chosen = [profile_tables.point_tensors(points, which) for which in (-1, 0)] + [range(len(weights))] + more
     return [TrainStep(model, optimizer, [weights[k] for k in selected], forward=shared) for selected in chosen], more

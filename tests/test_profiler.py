@@ -211,6 +211,8 @@ def test_live_profile_of_any_keras_model(build, tmp_path):
     assert profile["T_full_ms"] > profile["T_fp_ms"] > 0
     assert profile["T_grad_ms"] > 0  # the probe's full gradients, timed for training's live anchor
     assert profile["calibration_rounds"] == profiler.CALIBRATION_ROUNDS and profile["calibration_spread"] >= 0
+    # head, path, full and 3 random selections fit the time model; 6 random with --memory (its model's fit)
+    assert profile["calibration_steps"] == 3 + (6 if build is nested_cnn else 3)
     # the first calls a run's first selection pays (a deadline's first plan prices them): tracing costs more
     first = profile["first_calls"]
     assert first["traced_first_ms"] > first["traced_ms"] == profile["T_grad_ms"] and first["traced_step_first_ms"] > 0
