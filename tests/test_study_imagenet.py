@@ -2,6 +2,8 @@
 against the rule's text in docs/notebook/imagenet_regime_74.md read by hand, and its runs' flags."""
 import hashlib
 import json
+import os
+import shutil
 
 import pytest
 
@@ -289,10 +291,17 @@ def test_a_fresh_draw_s_equal_epoch_pair_timed_on_a_busy_host_is_run_again_at_mo
     assert timed(cell) == {name: True for seed in range(5) for name in study.equal_pair(seed)}
 
 
-def test_a_dry_run_says_what_follows_the_runs_it_lists(capsys):
-    """Stage 2 and a cell's deadlines are chosen by the runs before them: a dry run names them without listing them."""
+def test_a_dry_run_says_what_follows_the_runs_it_lists(capsys, monkeypatch, tmp_path):
+    """Stage 2 and a cell's deadlines are chosen by the runs before them: a dry run names them without listing them.
+
+    On a results folder with only the committed calibration in it, so that the runs a later session commits
+    (the parts cell's) do not empty the list."""
+    monkeypatch.setattr(study, "RESULTS", str(tmp_path / "results"))
     study.calibrate("imagenet64", True)
-    assert "then stage 2 of imagenet64: the 2 best pairs of stage 1, seeds 1, 2 on each draw (" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("[1/30] parts_lr0.0001_glorot_s0\n")
+    assert out.rstrip().endswith("\nthen stage 2 of imagenet64: the 2 best pairs of stage 1, seeds 1, 2 on each draw")
+    shutil.copytree(os.path.join(study.ROOT, "results", "imagenet_regime", "imagenet64"), tmp_path / "results" / "imagenet64")
     study.run_cell("imagenet64_parts", True)
     out = capsys.readouterr().out
     assert "[9/9] elastic_training_50pct_glorot_e12_s2" in out
