@@ -131,14 +131,14 @@ def markdown(rows: List[Dict], target: float) -> str:
 
 
 def mean_curve(runs: Sequence[Dict]) -> tuple:
-    """Mean training seconds and accuracy per epoch over runs (epochs all runs have): test
-    accuracy when every epoch was tested, else validation accuracy ([] when neither)."""
+    """Mean training seconds and accuracy per epoch over runs, at the epochs every run evaluated
+    (all runs have the epoch, and its accuracy: with --eval_every 3 the 3rd, 6th, ... and the
+    last): test accuracy when every epoch was tested, else validation accuracy ([] when neither)."""
     epochs = min(len(run["history"]) for run in runs)
     key = "test_accuracy" if tested_every_epoch(runs) else "val_accuracy"
-    if not all(key in run["history"][e] for run in runs for e in range(epochs)):
-        return [], []
-    seconds = [statistics.fmean(run["history"][e]["train_seconds"] for run in runs) for e in range(epochs)]
-    accuracy = [statistics.fmean(run["history"][e][key] for run in runs) for e in range(epochs)]
+    points = [e for e in range(epochs) if all(key in run["history"][e] for run in runs)]
+    seconds = [statistics.fmean(run["history"][e]["train_seconds"] for run in runs) for e in points]
+    accuracy = [statistics.fmean(run["history"][e][key] for run in runs) for e in points]
     return seconds, accuracy
 
 

@@ -270,6 +270,19 @@ def test_runs_tested_only_at_the_end_have_no_time_to_reach_but_every_accuracy(tm
     assert study_table.mean_curve([tested_at_end("x", 0, 0.8, 0.8, 3.0)]) == ([3.0], [0.5])  # validation's curve
 
 
+def test_a_curve_has_the_epochs_every_run_validated():
+    """--eval_every 2 validates epochs 2 and 4 (and the last): the curve is those points, not empty."""
+    def every_other(seconds, accuracies):
+        return {"history": [{"epoch": e + 1, "train_seconds": seconds * (e + 1),
+                             **({"val_accuracy": accuracies[e]} if accuracies[e] is not None else {})}
+                            for e in range(len(accuracies))]}
+
+    runs = [every_other(10.0, [None, 0.4, None, 0.6, 0.7]), every_other(20.0, [None, 0.6, None, 0.8, None, 0.9])]
+    seconds, accuracy = study_table.mean_curve(runs)
+    assert seconds == [30.0, 60.0] and accuracy == pytest.approx([0.5, 0.7])
+    assert study_table.mean_curve([every_other(5.0, [None, None])]) == ([], [])
+
+
 def test_table_cli_writes_markdown_and_figure(tmp_path, monkeypatch):
     results = tmp_path / "results" / "study" / "mobilenetv2_64" / "claims"
     results.mkdir(parents=True)
