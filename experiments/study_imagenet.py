@@ -133,11 +133,26 @@ def check_backbones(task: str) -> None:
                             f"move the folder aside to start the {task} runs afresh")
 
 
-def base_flags(group: str, draw: str, seed: int, log_root: str, name: str) -> List[str]:
-    """The protocol's main.py flags (the notebook's "What is held fixed"), without rate, head or scheme."""
+def protocol_flags(group: str, draw: str) -> List[str]:
+    """The protocol's main.py flags (the notebook's "What is held fixed"), without seed, rate, head or scheme."""
     return backbone_flags(group, draw) + [
-        "--batch_size", "32", "--num_epochs", "12", "--interval", "4", "--bn_mode", "frozen",
-        "--validation", "fresh", "--seed", str(seed), "--logdir", log_root, "--run_name", name]
+        "--batch_size", "32", "--num_epochs", "12", "--interval", "4", "--bn_mode", "frozen", "--validation", "fresh"]
+
+
+def base_flags(group: str, draw: str, seed: int, log_root: str, name: str) -> List[str]:
+    return protocol_flags(group, draw) + ["--seed", str(seed), "--logdir", log_root, "--run_name", name]
+
+
+def demo_flags(draw: str, group: str = "imagenet64") -> List[str]:
+    """What the demo runs (scripts/run_demo.sh): the protocol on a design draw at the group's chosen (rate, head),
+    the head every scheme of the demo takes (ElasticTrainer's own choice on the draw's cell, where it has made one,
+    must agree: the demo runs one head)."""
+    rate, head = chosen(group)
+    cell_head = elastic_head(finished(RESULTS, f"{group}_{draw}"), (rate, head))
+    if cell_head not in (None, head):
+        raise UserError(f"{group}_{draw}'s ElasticTrainer keeps the {cell_head} head, the group's pair the {head}: "
+                        f"the demo runs one head for its three runs")
+    return protocol_flags(group, draw) + ["--learning_rate", f"{rate:g}", "--head_init", head]
 
 
 def screen_jobs(group: str, seeds: Sequence[int], pairs: Sequence[Tuple[float, str]], log_root: str) -> List:
@@ -623,3 +638,13 @@ def run_plan(task: str, dry_run: bool = False) -> None:
 
 def write_table(task: str, output: Optional[str] = None) -> None:
     (calibration_table if task in GROUPS else cell_table)(task, output)
+
+
+if __name__ == "__main__":  # python -m experiments.study_imagenet parts: the demo's flags on that design draw
+    if len(sys.argv) != 2 or sys.argv[1] not in GROUPS["imagenet64"][2]:
+        sys.exit(f"usage: python -m experiments.study_imagenet {{{','.join(GROUPS['imagenet64'][2])}}}  (a design draw; "
+                 f"prints the main.py flags the demo runs there: the protocol at the imagenet64 group's pair)")
+    try:
+        print(" ".join(demo_flags(sys.argv[1])))
+    except UserError as error:
+        sys.exit(f"error: {error}")

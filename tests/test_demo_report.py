@@ -23,7 +23,26 @@ def test_the_report_names_every_run_and_the_studys_numbers_for_each(tmp_path):
     assert [line.split()[-4:] for line in table] == [["76.61", "37.0", "12.00", "67"], ["70.26", "22.4", "12.00", "52"],
                                                      ["66.98", "22.4", "7.50", "52"]]
     text = "\n".join(lines)
-    assert "75.1 +- 1.5 %" in text and "71.0 +- 1.0 %" in text and "68.4 %" in text  # the study's, for all three
+    assert "86.9 +- 0.3 %" in text and "73.6 +- 1.1 %" in text and "79.5 +- 1.3 %" in text  # the study's, all three
     assert "at a deadline, train every" in text.replace("\n", " ")  # the README's verdict
     other = "\n".join(demo_report.report(runs, labels, "parts", 6, 4))  # not the study's protocol: no study lines
-    assert "75.1" not in other and all(label in other for label in labels)
+    assert "86.9" not in other and all(label in other for label in labels)
+
+
+def test_the_studys_numbers_are_the_committed_tables():
+    """Every mean ± std and paired interval the report quotes for a task is in that task's committed table."""
+    import os
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for task, lines in demo_report.STUDY.items():
+        with open(os.path.join(root, "results", "imagenet_regime", f"imagenet64_{task}.md"), encoding="utf-8") as handle:
+            table = handle.read()
+        text = " ".join(lines)
+        quoted = re.findall(r"\d+\.\d \+- \d+\.\d", text) + re.findall(r"-?\d+\.\d \[-?\d+\.\d, [-+]?\d+\.\d\]", text)
+        assert len(quoted) >= 5
+        for number in quoted:
+            shown = number.replace("+-", "±")
+            shown = re.sub(r"^(\d)", r"+\1", shown) if "[" in shown else shown  # the table signs its differences
+            shown = re.sub(r", (\d)", r", +\1", shown)
+            assert shown in table, (task, number)
