@@ -307,3 +307,13 @@ def test_a_dry_run_says_what_follows_the_runs_it_lists(capsys, monkeypatch, tmp_
     assert "[9/9] elastic_training_50pct_glorot_e12_s2" in out
     assert out.rstrip().endswith("then the deadlines: 6 schemes at 0.2, 0.4, 0.6 of full training's mean 12-epoch time "
                                  "above, seeds 0, 1, 2 (54 runs)")
+
+
+def test_the_demo_runs_the_committed_choice():
+    """The demo's flags are the protocol at the pair the committed calibration table names."""
+    table = open(os.path.join(study.ROOT, "results", "imagenet_regime", "calibration_imagenet64.md")).read()
+    rate, head = table.split("The choice: **lr")[1].split("**")[0].split("_")
+    flags = study.demo_flags("parts")
+    assert flags[flags.index("--learning_rate") + 1] == rate and flags[flags.index("--head_init") + 1] == head
+    assert flags[flags.index("--weights") + 1] == "imagenet" and flags[flags.index("--dataset_name") + 1] == "embedded_parts"
+    assert "--seed" not in flags and "--run_name" not in flags
