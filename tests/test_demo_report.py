@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 
 from experiments import demo_report
 
@@ -31,9 +33,6 @@ def test_the_report_names_every_run_and_the_studys_numbers_for_each(tmp_path):
 
 def test_the_studys_numbers_are_the_committed_tables():
     """Every mean ± std and paired interval the report quotes for a task is in that task's committed table."""
-    import os
-    import re
-
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for task, lines in demo_report.STUDY.items():
         with open(os.path.join(root, "results", "imagenet_regime", f"imagenet64_{task}.md"), encoding="utf-8") as handle:
