@@ -328,11 +328,18 @@ def profile_path(cell: str) -> str:
 
 def make_profile(cell: str, dry_run: bool, force: bool = False) -> None:
     """The timing profile the cell's selective and deadline runs read, measured here once (profiler.py reuses a
-    valid one; `force`: measured again): the runs' budgets and selections are this machine's."""
+    valid one; `force`: measured again): the runs' budgets and selections are this machine's. Where its gradient
+    check found this machine's convolution gradients wrong (issue 75), the cell stops before any run."""
     command = profile_command(cell) + (["--force"] if force else [])
     print("profile:", " ".join(command), flush=True)
-    if not dry_run and subprocess.run([sys.executable, *command], cwd=ROOT).returncode != 0:
+    if dry_run:
+        return
+    if subprocess.run([sys.executable, *command], cwd=ROOT).returncode != 0:
         raise UserError(f"profiling failed: {' '.join(command)} (its message is above)")
+    with open(profile_path(cell)) as handle:
+        check = json.load(handle).get("gradient_check") or {}
+    if check.get("warning") and check.get("onednn") == os.environ.get("TF_ENABLE_ONEDNN_OPTS", ""):
+        raise UserError(f"{cell} does not train on this machine as it is set up: {check['warning']}")
 
 
 def profile_miss(profile_ms: float, done: Dict[str, Dict], seeds: Sequence[int]) -> Optional[float]:

@@ -317,3 +317,29 @@ def test_the_demo_runs_the_committed_choice():
     assert flags[flags.index("--learning_rate") + 1] == rate and flags[flags.index("--head_init") + 1] == head
     assert flags[flags.index("--weights") + 1] == "imagenet" and flags[flags.index("--dataset_name") + 1] == "embedded_parts"
     assert "--seed" not in flags and "--run_name" not in flags
+
+
+@pytest.mark.parametrize("onednn, refused", [("", True), ("0", False)])
+def test_a_cell_stops_where_its_profile_found_wrong_gradients(monkeypatch, tmp_path, onednn, refused):
+    """A cell does not train on a machine whose profile's gradient check failed under the oneDNN setting in force."""
+    monkeypatch.setattr(study, "ROOT", str(tmp_path))
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", onednn)
+    cell = "imagenet64_fashion1"
+    profile = tmp_path / "profile_extracted" / "efficientnet_lite0_64_10_32_profile.json"
+    profile.parent.mkdir()
+
+    class Finished:
+        returncode = 0
+
+    def profiler(command, cwd):  # the profiler run without the remedy, on a machine with the wrong kernel
+        profile.write_text(json.dumps({"T_full_ms": 105.0, "gradient_check": {
+            "onednn": "", "warning": "this machine's TensorFlow computes WRONG convolution gradients for 1 of 29"}}))
+        return Finished()
+
+    monkeypatch.setattr(study.subprocess, "run", profiler)
+    if refused:
+        with pytest.raises(UserError, match="imagenet64_fashion1 does not train on this machine.*WRONG convolution"):
+            study.make_profile(cell, dry_run=False)
+    else:  # the remedy in force now: the record was made under another setting, and its runs repeat the warning
+        study.make_profile(cell, dry_run=False)
+    study.make_profile(cell, dry_run=True)  # a dry run only prints
