@@ -103,6 +103,15 @@ def kind(draw: str) -> str:
 TASKS = tuple(GROUPS) + tuple(cells())
 
 
+def classes(draw: str) -> int:
+    return 10 if kind(draw) == "fashion" else 64
+
+
+def chance(draw: str) -> float:
+    """The accuracy a diverged run scores on a draw (the notebook's rule): one class in all."""
+    return 1.0 / classes(draw)
+
+
 def pair_name(rate: float, head: str) -> str:
     return f"lr{rate:g}_{head}"
 
@@ -222,7 +231,11 @@ def calibrate(group: str, dry_run: bool) -> None:
     check_backbones(group)
     log_root = os.path.join(LOGS, group)
     every = [(rate, head) for rate in RATES for head in HEADS]
-    train(screen_jobs(group, (SCREEN_SEED,), every, log_root), RESULTS, group, log_root, dry_run)
+
+    def chance_of(name: str) -> float:  # a screen run's name starts with its draw
+        return chance(name.split("_")[0])
+
+    train(screen_jobs(group, (SCREEN_SEED,), every, log_root), RESULTS, group, log_root, dry_run, chance_of)
     pairs = finalists(finished(RESULTS, group), group)
     if dry_run or pairs is None:  # stage 2 is chosen by stage 1's results
         print(f"then stage 2 of {group}: the {FINALISTS} best pairs of stage 1, seeds "
@@ -231,7 +244,7 @@ def calibrate(group: str, dry_run: bool) -> None:
               flush=True)
         return
     print(f"stage 2 of {group}: {', '.join(pair_name(*pair) for pair in pairs)}", flush=True)
-    train(screen_jobs(group, FINAL_SEEDS, pairs, log_root), RESULTS, group, log_root, False)
+    train(screen_jobs(group, FINAL_SEEDS, pairs, log_root), RESULTS, group, log_root, False, chance_of)
 
 
 def chosen(group: str) -> Tuple[float, str]:
@@ -313,7 +326,7 @@ def committed(path: str) -> bool:
 def profile_shape(cell: str) -> Tuple[int, int]:
     """The (input size, classes) a cell's runs are profiled at (batch 32, frozen BatchNorm)."""
     group, draw = cells()[cell]
-    return GROUPS[group][1], 10 if kind(draw) == "fashion" else 64
+    return GROUPS[group][1], classes(draw)
 
 
 def profile_command(cell: str) -> List[str]:
@@ -345,8 +358,9 @@ def make_profile(cell: str, dry_run: bool, force: bool = False) -> None:
 def profile_miss(profile_ms: float, done: Dict[str, Dict], seeds: Sequence[int]) -> Optional[float]:
     """How far the profile's full step is from the median step of the cell's 12-epoch full-training runs (which do
     not read it), as a share of the latter; None until those runs have finished."""
-    steps = [done[f"full_training_e12_s{seed}"]["median_step_ms"] for seed in seeds
+    steps = [done[f"full_training_e12_s{seed}"].get("median_step_ms") for seed in seeds
              if f"full_training_e12_s{seed}" in done]
+    steps = [step for step in steps if step is not None]  # a diverged run has none
     if len(steps) < len(seeds):
         return None
     measured = float(np.median(steps))
@@ -425,9 +439,13 @@ def checked_host(cell: str) -> List[int]:
 
 
 def run_cell(cell: str, dry_run: bool) -> None:
-    group, _ = cells()[cell]
+    group, draw = cells()[cell]
     check_backbones(group)
     check_backbones(cell)
+
+    def chance_of(name: str) -> float:
+        return chance(draw)
+
     design = design_cell(cell)
     if judged(cell) and not committed(f"results/imagenet_regime/{design}.md"):
         raise UserError(f"{cell} is a fresh draw, judged after its design cell's table is committed: "
@@ -439,9 +457,9 @@ def run_cell(cell: str, dry_run: bool) -> None:
         raise UserError(f"{design}'s equal-epoch runs have not chosen ElasticTrainer's head yet")
 
     def equal_epochs(dry: bool = False) -> None:  # (a), with a fresh draw's pairs timed on a busy host run again
-        train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, dry)
+        train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, dry, chance_of)
         while not dry and checked_host(cell):  # at most SPEED_TRIES times a seed
-            train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, False)
+            train(cell_jobs(cell, pair, None, log_root, head), RESULTS, cell, log_root, False, chance_of)
 
     equal_epochs(dry_run)
     if dry_run:
@@ -454,7 +472,7 @@ def run_cell(cell: str, dry_run: bool) -> None:
         equal_epochs()  # what was set aside
         head = elastic_head(finished(RESULTS, design), pair)
         reference = full_reference(finished(RESULTS, cell), cell_plan(cell)[0])
-        train(cell_jobs(cell, pair, reference, log_root, head), RESULTS, cell, log_root, False)
+        train(cell_jobs(cell, pair, reference, log_root, head), RESULTS, cell, log_root, False, chance_of)
 
 
 def calibration_table(group: str, output: Optional[str] = None) -> None:
@@ -525,7 +543,9 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
                 continue
             shares = [run.get("deadline", {}).get("spent_share") for run in runs.values()]
             difference = paired(runs, base) if row != "full_training" and set(runs) & set(base) else None
-            lines.append(f"| {label} | {row} | {len(runs)}" + (f" (+{len(refusals)} refused)" if refusals else "") + " | "
+            diverged = len([run for run in runs.values() if "diverged" in run])
+            lines.append(f"| {label} | {row} | {len(runs)}" + (f" (+{len(refusals)} refused)" if refusals else "")
+                         + (f" ({diverged} diverged: chance)" if diverged else "") + " | "
                          f"{study_deadline.mean_std([run['final_test_accuracy'] for run in runs.values()])} | "
                          f"{np.mean([run['train_seconds'] for run in runs.values()]):.1f} | "
                          + (f"{min(shares):.2f}-{max(shares):.2f}" if None not in shares else "-") + " | "
@@ -647,11 +667,22 @@ def write_table(task: str, output: Optional[str] = None) -> None:
     (calibration_table if task in GROUPS else cell_table)(task, output)
 
 
-if __name__ == "__main__":  # python -m experiments.study_imagenet parts: the demo's flags on that design draw
-    if len(sys.argv) != 2 or sys.argv[1] not in GROUPS["imagenet64"][2]:
-        sys.exit(f"usage: python -m experiments.study_imagenet {{{','.join(GROUPS['imagenet64'][2])}}}  (a design draw; "
-                 f"prints the main.py flags the demo runs there: the protocol at the imagenet64 group's pair)")
+def demo_main(argv: Sequence[str]) -> str:
+    """`python -m experiments.study_imagenet DRAW [--profile]`: the main.py flags the demo runs on that design draw
+    (the protocol at the imagenet64 group's pair), or with --profile the profiler command its cell's runs read
+    (scripts/run_demo.sh takes both from here, so the demo profiles as the study does). SystemExit on bad input."""
+    draws = GROUPS["imagenet64"][2]
+    if len(argv) not in (1, 2) or argv[0] not in draws or argv[1:] not in ([], ["--profile"]):
+        raise SystemExit(f"usage: python -m experiments.study_imagenet {{{','.join(draws)}}} [--profile]  (a design "
+                         f"draw; prints the main.py flags the demo runs there, the protocol at the imagenet64 group's "
+                         f"pair, or with --profile the profiler.py command its cell's runs read)")
+    if argv[1:]:
+        return " ".join(profile_command(f"imagenet64_{argv[0]}"))
     try:
-        print(" ".join(demo_flags(sys.argv[1])))
+        return " ".join(demo_flags(argv[0]))
     except UserError as error:
-        sys.exit(f"error: {error}")
+        raise SystemExit(f"error: {error}") from None
+
+
+if __name__ == "__main__":
+    print(demo_main(sys.argv[1:]))

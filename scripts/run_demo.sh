@@ -41,7 +41,8 @@ echo "== 1/4 embedded dataset (generated once into ${TFDS_DATA_DIR:-~/tensorflow
 
 echo "== 2/4 profile tensor timings on this machine (EfficientNet-Lite0, ImageNet weights)"
 PROTOCOL=$($PY -m experiments.study_imagenet "$TASK")   # --model_name ... --learning_rate ... --head_init zeros
-$PY profiler.py --model_name efficientnet_lite0 --input_size 64 --num_classes 64 --batch_size 32 --bn_mode frozen
+# shellcheck disable=SC2046
+$PY $($PY -m experiments.study_imagenet "$TASK" --profile)   # the profile the study's cell of this draw reads
 
 echo "== 3/4 fine-tune on the target task: full training, ElasticTrainer (rho $RHO, $RHO_MODE mode), and full"
 echo "        training planned for ElasticTrainer's training time"

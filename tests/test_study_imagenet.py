@@ -133,8 +133,14 @@ def test_a_design_cell_s_table_pairs_each_scheme_with_full_training_at_its_budge
         (runs / f"elastic_training_50pct_b0.2_s{seed}.json").write_text(json.dumps(
             {"run_name": f"elastic_training_50pct_b0.2_s{seed}", "refused": "--time_budget 20s is too small: ...",
              "provenance": provenance}))
+    diverged = json.loads((runs / "static_top_training_0.5_b0.2_s1.json").read_text())  # scored at chance
+    diverged.update({"diverged": "run ... diverged: the loss became nan at step 5 (epoch 2); ...",
+                     "final_test_accuracy": study.chance("parts"), "deadline": {}})
+    (runs / "static_top_training_0.5_b0.2_s1.json").write_text(json.dumps(diverged))
     study.cell_table("imagenet64_parts")
     text = (tmp_path / "imagenet64_parts.md").read_text()
+    # (72.0 + 1.5625 + 72.0) / 3 = 48.5; paired: (2.0 - 68.4375 + 2.0) / 3 = -21.5
+    assert "| 0.2 (20.0 s) | static_top_training 0.5 | 3 (1 diverged: chance) | 48.5 ± 40.7 | 20.0 | - | 0 | -21.5" in text
     assert "| 0.2 (20.0 s) | elastic_training 50 % | 0 | refused (3 seeds): --time_budget 20s is too small: ... |" in text
     assert "| 12 epochs | elastic_training 50 % | 3 | 79.0 ± 1.0 | 50.0 | - | - | -2.0 [-2.0, -2.0] | 15 % |" in text
     assert "| 0.4 (40.0 s) | static_top_training 0.5 | 3 | 72.0 ± 0.0 | 40.0 | 0.98-0.98 | 0 | +2.0 [+2.0, +2.0] | - |" in text
@@ -317,6 +323,24 @@ def test_the_demo_runs_the_committed_choice():
     assert flags[flags.index("--learning_rate") + 1] == rate and flags[flags.index("--head_init") + 1] == head
     assert flags[flags.index("--weights") + 1] == "imagenet" and flags[flags.index("--dataset_name") + 1] == "embedded_parts"
     assert "--seed" not in flags and "--run_name" not in flags
+
+
+def test_a_diverged_run_scores_one_class_in_all():
+    assert study.chance("parts") == study.chance("shapes6") == 1 / 64
+    assert study.chance("fashion") == study.chance("fashion1") == 0.1
+
+
+def test_the_demo_profiles_as_its_cell_does():
+    """run_demo.sh takes its profiler command from the study (one place): the command the parts and shapes cells'
+    runs read, 64 px, 64 classes, batch 32, frozen BatchNorm, written out here by hand."""
+    expected = "profiler.py --model_name efficientnet_lite0 --input_size 64 --num_classes 64 --batch_size 32 --bn_mode frozen"
+    assert study.demo_main(["parts", "--profile"]) == study.demo_main(["shapes", "--profile"]) == expected
+    demo = open(os.path.join(study.ROOT, "scripts", "run_demo.sh")).read()
+    assert '$PY $($PY -m experiments.study_imagenet "$TASK" --profile)' in demo
+    assert [line for line in demo.splitlines() if line.startswith("$PY profiler.py")] == []
+    for wrong in (["parts", "--profiles"], ["fashion1"], []):
+        with pytest.raises(SystemExit, match="usage: python -m experiments.study_imagenet"):
+            study.demo_main(wrong)
 
 
 @pytest.mark.parametrize("onednn, refused", [("", True), ("0", False)])
