@@ -88,15 +88,27 @@ class BudgetRefused(UserError):
     selections): a result of the plan (the scheme cannot run there), recorded as such, not a failure."""
 
 
-# main.py's one-line refusal of a deadline its scheme cannot keep (elastic_trainer/deadline.py)
+class RunDiverged(UserError):
+    """main.py stopped the run on a non-finite loss (run_control.TrainingDiverged): a result where the plan records
+    it (train_all's `record_diverged`: issue 74's study scores it at chance), a failure elsewhere. `seconds`: its
+    process's, start-up included (main.py writes no summary for it)."""
+
+    def __init__(self, message: str, seconds: float):
+        super().__init__(message)
+        self.seconds = seconds
+
+
+# main.py's one-line messages (elastic_trainer/command_line.py prints "error: ..."): the refusal of a deadline its
+# scheme cannot keep (elastic_trainer/deadline.py), and a loss that stopped being finite (run_control.diverged)
 REFUSED_BUDGET = re.compile(r"^error: (--time_budget \S+ is too small.*)$", re.MULTILINE)
+DIVERGED = re.compile(r"^error: (the loss became \S+ at step .*)$", re.MULTILINE)
 
 
-def refused_budget(log_path: str) -> Optional[str]:
-    """The refusal's message when a run's log ends with main.py's refusal of its --time_budget, else None."""
+def last_error(log_path: str, pattern: re.Pattern) -> Optional[str]:
+    """The message when a run's log ends with one of main.py's errors that `pattern` matches, else None."""
     try:
         with open(log_path) as handle:
-            found = REFUSED_BUDGET.findall(handle.read()[-4000:])
+            found = pattern.findall(handle.read()[-4000:])
     except OSError:
         return None
     return found[-1] if found else None
@@ -156,9 +168,12 @@ def train_one(name: str, arguments: Sequence[str], log_root: str) -> Tuple[Dict,
     if stopped:
         raise RunStopped(f"stopped by SIGTERM: run {name} wrote its checkpoint; the same command resumes it")
     if code != 0:
-        refusal = refused_budget(run_dir + ".log")
+        refusal = last_error(run_dir + ".log", REFUSED_BUDGET)
         if refusal:
             raise BudgetRefused(refusal)
+        divergence = last_error(run_dir + ".log", DIVERGED)
+        if divergence:
+            raise RunDiverged(f"run {name} diverged: {divergence} (see {run_dir}.log)", seconds)
         raise UserError(f"run {name} failed (exit {code}); see {run_dir}.log")
     with open(os.path.join(run_dir, "summary.json")) as handle:
         return json.load(handle), seconds
@@ -166,10 +181,12 @@ def train_one(name: str, arguments: Sequence[str], log_root: str) -> Tuple[Dict,
 
 def train_all(jobs: Sequence[Job], log_root: str, dry_run: bool,
               on_done: Optional[Callable[[str, Dict, float], None]] = None,
-              estimates: Optional[Sequence[float]] = None) -> List[Dict]:
+              estimates: Optional[Sequence[float]] = None, record_diverged: bool = False) -> List[Dict]:
     """Train `jobs` in order, printing progress and the time left (from `estimates`, seconds per
     job, until measured durations replace them). With `dry_run`, check every job's flags with
-    main.py's parser and print its command instead."""
+    main.py's parser and print its command instead. A run main.py refused (BudgetRefused) is passed
+    to `on_done` as {"run_name", "refused"}; with `record_diverged`, a diverged one (RunDiverged) as
+    {"run_name", "diverged"} with its process's seconds, and the plan goes on; without, it stops the plan."""
     durations: List[float] = []
     summaries = []
     for index, (name, arguments) in enumerate(jobs):
@@ -191,6 +208,13 @@ def train_all(jobs: Sequence[Job], log_root: str, dry_run: bool,
             print(f"  refused: {refusal}", flush=True)
             if on_done:
                 on_done(name, {"run_name": name, "refused": str(refusal)}, 0.0)
+            continue
+        except RunDiverged as divergence:
+            if not record_diverged:
+                raise
+            print(f"  diverged: {divergence}", flush=True)
+            if on_done:
+                on_done(name, {"run_name": name, "diverged": str(divergence)}, divergence.seconds)
             continue
         summary["ran_on"] = {"executor": "local", "host": host_name()}
         durations.append(seconds)

@@ -24,7 +24,7 @@ import json
 import os
 import re
 import subprocess
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -84,20 +84,33 @@ def finished(out: str, task: str) -> Dict[str, Dict]:
     return {os.path.basename(path)[:-5]: json.load(open(path)) for path in glob.glob(os.path.join(runs_dir(out, task), "*.json"))}
 
 
-def train(jobs, out: str, task: str, log_root: str, dry_run: bool) -> None:
+def at_chance(chance: float, seconds: float) -> Dict:
+    """What a diverged run scores (issue 74's rule): chance on its draw, validation and test, for `seconds` (its
+    process's, start-up included: main.py wrote no summary)."""
+    return {"final_test_accuracy": chance, "test_accuracy_at_best_val": chance, "best_val_accuracy": chance,
+            "best_test_accuracy": None, "history": [{"val_accuracy": chance}], "train_seconds": seconds}
+
+
+def train(jobs, out: str, task: str, log_root: str, dry_run: bool,
+          chance: Optional[Callable[[str], float]] = None) -> None:
+    """Train the jobs not finished yet, each summary written to <out>/<task>/runs/<name>.json as it ends. A run main.py
+    refused is recorded as refused; with `chance` (run name -> its draw's chance accuracy) a diverged run is recorded
+    as diverged at chance (at_chance), and without, it stops the plan with main.py's message."""
     done = finished(out, task)
     pending = [job for job in jobs if job[0] not in done]
 
     def keep(name: str, summary: Dict, seconds: float) -> None:
         summary["wall_seconds"] = seconds
-        if "refused" in summary:  # main.py wrote nothing: where the refusal was made, for the tables' provenance
+        if "diverged" in summary:
+            summary.update(at_chance(chance(name), seconds))
+        if "refused" in summary or "diverged" in summary:  # main.py wrote no summary: where it ran, for provenance
             summary["provenance"] = {"code_commit": commit(), "host": host_name(),
                                      "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
         atomic_write_json(os.path.join(runs_dir(out, task), name + ".json"), summary)
 
     if not dry_run:  # a dry run writes nothing
         os.makedirs(runs_dir(out, task), exist_ok=True)
-    train_all(pending, log_root, dry_run, keep)
+    train_all(pending, log_root, dry_run, keep, record_diverged=chance is not None)
 
 
 def full_seconds(out: str, task: str) -> float:

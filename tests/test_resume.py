@@ -312,26 +312,31 @@ def test_a_checkpoint_that_cannot_be_written_says_what_is_left_and_leaves_no_par
     assert not [name for name in os.listdir(directory) if "_temp" in name]
 
 
-def test_a_plan_records_a_deadline_main_py_refuses_and_goes_on(tmp_path, monkeypatch):
-    """A --time_budget shorter than the scheme's shortest schedule is refused by main.py (exit 2, one line): the plan
-    records that as the run's result and trains the next run, where any other failure stops it."""
-    from experiments import runner
-
-    def fake_run(command, log):
+def fake_main(tmp_path, failures):
+    """A stand-in for runner.run_to_its_checkpoint: a run named in `failures` writes that text to its log and exits 2;
+    any other writes a summary under tmp_path/logs/<name>/ and exits 0."""
+    def run(command, log):
         name = command[command.index("--run_name") + 1]
-        if name == "refused":  # the line main.py printed for issue 74's fashion cell at 0.2 of full training's time
-            log.write("error: --time_budget 19s is too small: one epoch (31 steps) and its 3 selections take about "
-                      "19.2 s by the profile; give at least --time_budget 21s\n")
-            return 2, False
-        if name == "broken":
-            log.write("error: something else\n")
+        if name in failures:
+            log.write(failures[name] + "\n")
             return 2, False
         run_dir = tmp_path / "logs" / name
         run_dir.mkdir(exist_ok=True)
         (run_dir / "summary.json").write_text(json.dumps({"final_test_accuracy": 0.5, "train_seconds": 1.0}))
         return 0, False
+    return run
 
-    monkeypatch.setattr(runner, "run_to_its_checkpoint", fake_run)
+
+def test_a_plan_records_a_deadline_main_py_refuses_and_goes_on(tmp_path, monkeypatch):
+    """A --time_budget shorter than the scheme's shortest schedule is refused by main.py (exit 2, one line): the plan
+    records that as the run's result and trains the next run, where any other failure stops it."""
+    from experiments import runner
+
+    # the line main.py printed for issue 74's fashion cell at 0.2 of full training's time
+    monkeypatch.setattr(runner, "run_to_its_checkpoint", fake_main(tmp_path, {
+        "refused": "error: --time_budget 19s is too small: one epoch (31 steps) and its 3 selections take about "
+                   "19.2 s by the profile; give at least --time_budget 21s",
+        "broken": "error: something else"}))
     kept = {}
     jobs = [(name, ["--run_name", name]) for name in ("refused", "trained")]
     runner.train_all(jobs, str(tmp_path / "logs"), False, lambda name, summary, seconds: kept.update({name: summary}))
@@ -340,6 +345,40 @@ def test_a_plan_records_a_deadline_main_py_refuses_and_goes_on(tmp_path, monkeyp
     assert kept["trained"]["final_test_accuracy"] == 0.5
     with pytest.raises(UserError, match="run broken failed"):
         runner.train_all([("broken", ["--run_name", "broken"])], str(tmp_path / "logs"), False)
+
+
+def test_a_study_scores_a_diverged_run_at_chance_where_it_asks_to_and_stops_elsewhere(tmp_path, monkeypatch):
+    """Issue 74's rule: a run whose loss stopped being finite scores its draw's chance (validation and test) and the
+    plan goes on; a plan that does not ask for that stops with main.py's message. The log line is main.py's own
+    (run_control.diverged, printed as command_line prints a UserError)."""
+    from elastic_trainer import run_control
+    from experiments import runner, study_deadline
+
+    class Quiet:
+        def flush_pictures(self):
+            pass
+
+        def session_end(self, succeeded):
+            pass
+
+        def keep_last_good(self, checkpoints):
+            return "the last finite epoch's weights are in last_good.h5"
+
+    line = "error: " + str(run_control.diverged(float("nan"), 4, 1, Quiet(), Quiet(), None))
+    monkeypatch.setattr(runner, "run_to_its_checkpoint", fake_main(tmp_path, {"diverged": "Epoch 2/12\n" + line}))
+    monkeypatch.setattr(study_deadline, "commit", lambda: "abc1234")
+    jobs = [(name, ["--run_name", name]) for name in ("diverged", "trained")]
+    study_deadline.train(jobs, str(tmp_path / "results"), "cell", str(tmp_path / "logs"), False, lambda name: 1 / 64)
+    kept = study_deadline.finished(str(tmp_path / "results"), "cell")
+    assert kept["diverged"]["diverged"].startswith("run diverged diverged: the loss became nan at step 5 (epoch 2)")
+    for key in ("final_test_accuracy", "best_val_accuracy", "test_accuracy_at_best_val"):
+        assert kept["diverged"][key] == 1 / 64
+    assert kept["diverged"]["history"][-1]["val_accuracy"] == 1 / 64
+    assert kept["diverged"]["provenance"]["code_commit"] == "abc1234" and kept["diverged"]["train_seconds"] >= 0
+    assert kept["trained"]["final_test_accuracy"] == 0.5
+    with pytest.raises(UserError, match=r"run diverged diverged: the loss became nan .*Try a lower --learning_rate"):
+        study_deadline.train(jobs, str(tmp_path / "other"), "cell", str(tmp_path / "logs"), False)
+    assert not os.path.exists(tmp_path / "other" / "cell" / "runs" / "diverged.json")
 
 
 def test_a_second_timed_sweep_on_the_machine_is_refused_in_one_line_until_the_first_ends(tmp_path, monkeypatch):
