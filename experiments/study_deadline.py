@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import subprocess
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -91,13 +92,60 @@ def at_chance(chance: float, seconds: float) -> Dict:
             "best_test_accuracy": None, "history": [{"val_accuracy": chance}], "train_seconds": seconds}
 
 
+# flags that say where or how a run ran, not which run it is: this checkout's log folder, and the runner's --resume
+# for a run that went on from its checkpoint
+LOCAL_FLAGS = ("--logdir", "--resume")
+
+
+def comparable(arguments: List[str]) -> Dict[str, str]:
+    """main.py's flags as {flag: value}, with this checkout's folders left out and a weights file by its name."""
+    flags, key = {}, None
+    for word in arguments:
+        if word.startswith("--"):
+            key = word
+            flags[key] = ""
+        elif key is not None:
+            flags[key] = os.path.basename(word) if key == "--weights" else word
+    return {flag: value for flag, value in flags.items() if flag not in LOCAL_FLAGS}
+
+
+def flag_changes(arguments: List[str], summary: Dict) -> Optional[str]:
+    """How a finished run's recorded command differs from the plan's flags for it now ('--lr: 0.01 then, 0.003
+    now'), or None where they agree or the run recorded no command (runs made before commands were recorded)."""
+    command = summary.get("provenance", {}).get("command")
+    if not command:
+        return None
+    then, now = comparable(shlex.split(command)[2:]), comparable(arguments)
+    changes = [f"{flag}: {then.get(flag, 'absent')} then, {now.get(flag, 'absent')} now"
+               for flag in sorted(set(then) | set(now)) if then.get(flag) != now.get(flag)]
+    return "; ".join(changes) or None
+
+
+def check_finished(jobs, done: Dict[str, Dict], out: str, task: str) -> None:
+    """UserError when a finished run of the plan was made by other flags than the plan gives it now: resuming
+    would keep it as if it were the plan's run, and a table would mix two plans under one name."""
+    stale = [(name, change) for name, arguments in jobs if name in done
+             for change in [flag_changes(arguments, done[name])] if change]
+    if stale:
+        name, change = stale[0]
+        folder = runs_dir(out, task)
+        if folder.startswith(ROOT + os.sep):
+            folder = os.path.relpath(folder, ROOT)
+        raise UserError(f"{len(stale)} finished run(s) in {folder} were made by "
+                        f"other flags than the plan's now (first: {name}, {change}); move them aside to run the "
+                        "plan's, or check out the code state that made them (provenance.code_commit in each)")
+
+
 def train(jobs, out: str, task: str, log_root: str, dry_run: bool,
           chance: Optional[Callable[[str], float]] = None) -> None:
-    """Train the jobs not finished yet, each summary written to <out>/<task>/runs/<name>.json as it ends. A run main.py
-    refused is recorded as refused; with `chance` (run name -> its draw's chance accuracy) a diverged run is recorded
-    as diverged at chance (at_chance), and without, it stops the plan with main.py's message."""
+    """Train the jobs not finished yet, each summary written to <out>/<task>/runs/<name>.json as it ends; a finished
+    run made by other flags than its job's refuses the plan (check_finished). A run main.py refused is recorded as
+    refused; with `chance` (run name -> its draw's chance accuracy) a diverged run is recorded as diverged at chance
+    (at_chance), and without, it stops the plan with main.py's message."""
     done = finished(out, task)
+    check_finished(jobs, done, out, task)
     pending = [job for job in jobs if job[0] not in done]
+    flags = dict(pending)
 
     def keep(name: str, summary: Dict, seconds: float) -> None:
         summary["wall_seconds"] = seconds
@@ -105,7 +153,8 @@ def train(jobs, out: str, task: str, log_root: str, dry_run: bool,
             summary.update(at_chance(chance(name), seconds))
         if "refused" in summary or "diverged" in summary:  # main.py wrote no summary: where it ran, for provenance
             summary["provenance"] = {"code_commit": commit(), "host": host_name(),
-                                     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+                                     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                                     "command": "python main.py " + shlex.join(flags[name])}
         atomic_write_json(os.path.join(runs_dir(out, task), name + ".json"), summary)
 
     if not dry_run:  # a dry run writes nothing

@@ -375,10 +375,46 @@ def test_a_study_scores_a_diverged_run_at_chance_where_it_asks_to_and_stops_else
         assert kept["diverged"][key] == 1 / 64
     assert kept["diverged"]["history"][-1]["val_accuracy"] == 1 / 64
     assert kept["diverged"]["provenance"]["code_commit"] == "abc1234" and kept["diverged"]["train_seconds"] >= 0
+    assert kept["diverged"]["provenance"]["command"] == "python main.py --run_name diverged"
     assert kept["trained"]["final_test_accuracy"] == 0.5
     with pytest.raises(UserError, match=r"run diverged diverged: the loss became nan .*Try a lower --learning_rate"):
         study_deadline.train(jobs, str(tmp_path / "other"), "cell", str(tmp_path / "logs"), False)
     assert not os.path.exists(tmp_path / "other" / "cell" / "runs" / "diverged.json")
+
+
+def test_a_finished_run_made_by_other_flags_refuses_the_plan_and_one_made_elsewhere_is_kept(tmp_path, monkeypatch):
+    """Finished runs are matched by name: one whose recorded command gives other flags than its job now would be
+    kept as the plan's run, so the plan refuses in one line naming the flag and trains nothing. A run made in
+    another clone (its --logdir, its --weights folder) or resumed by the runner (--resume) is the same run."""
+    from experiments import runner, study_deadline
+
+    runs = tmp_path / "results" / "cell" / "runs"
+    runs.mkdir(parents=True)
+
+    def made(name, command):
+        (runs / f"{name}.json").write_text(json.dumps({"final_test_accuracy": 0.25, "provenance": {"command": command}}))
+
+    made("elsewhere", "python main.py --weights /other/clone/saved_models/b.h5 --learning_rate 0.003 "
+                      "--logdir /other/clone/logs --run_name elsewhere --resume")
+    made("old", "python main.py --learning_rate 0.003 --run_name old")
+    (runs / "unrecorded.json").write_text(json.dumps({"final_test_accuracy": 0.25, "provenance": {}}))
+
+    def job(name, rate="0.003"):
+        return (name, ["--weights", str(tmp_path / "saved_models" / "b.h5"), "--learning_rate", rate,
+                       "--logdir", str(tmp_path / "logs"), "--run_name", name])
+
+    trained = []
+    monkeypatch.setattr(runner, "train_one", lambda name, arguments, log_root: trained.append(name))
+    study_deadline.train([job("elsewhere"), job("unrecorded", "0.1")], str(tmp_path / "results"), "cell",
+                         str(tmp_path / "logs"), False)
+    assert trained == []
+    with pytest.raises(UserError) as refusal:
+        study_deadline.train([job("elsewhere"), job("old", "0.01"), job("new")], str(tmp_path / "results"), "cell",
+                             str(tmp_path / "logs"), False)
+    assert str(refusal.value).startswith(f"1 finished run(s) in {runs} were made by other flags than the plan's now "
+                                         "(first: old, --learning_rate: 0.003 then, 0.01 now; --weights: absent then, "
+                                         "b.h5 now); move them aside")
+    assert trained == [] and json.loads((runs / "old.json").read_text())["final_test_accuracy"] == 0.25
 
 
 def test_a_second_timed_sweep_on_the_machine_is_refused_in_one_line_until_the_first_ends(tmp_path, monkeypatch):
