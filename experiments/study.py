@@ -294,8 +294,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "training's 12-epoch time, 3 seeds; fresh draws parts_seed7 and shapes_seed5: the "
                              "judgement, 5 seeds; results/deadline_64/, docs/deadline.md); imagenet: issue 74's "
                              "EfficientNet-Lite0 study (--task imagenet64, source64 or imagenet128: a group's "
-                             "calibration screen; --task <group>_<draw>: equal epochs, then deadlines; "
-                             "results/imagenet_regime/, docs/notebook/imagenet_regime_74.md)")
+                             "calibration screen; --task <group>_<draw>: equal epochs, then deadlines; table "
+                             "imagenet --task verdict: every cell in one table; results/imagenet_regime/, "
+                             "docs/benchmarks/imagenet_regime.md)")
     parser.add_argument("--model_name", default="mobilenetv2", choices=sorted({p["model_name"] for p in PROTOCOLS.values()}))
     parser.add_argument("--task", default=None, choices=TASKS + tuple(DEADLINE_DRAWS) + IMAGENET_TASKS,
                         help="shapes: embedded_shapes (an input-level shift: new textures and colours); "
@@ -304,7 +305,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "same tasks' classes drawn from other task seeds (the same protocol and backbone); results go "
                              "to results/study/[<task>_]<model>_<input>/; parts_seed7, shapes_seed5: the deadline "
                              "plan's fresh draws (default shapes; the deadline plan needs it named); imagenet64, "
-                             "source64, imagenet128 and <group>_<draw>: the imagenet plan's")
+                             "source64, imagenet128, <group>_<draw> and verdict (a table): the imagenet plan's")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="seeds of the plan's runs (default 0 1 2; the deadline plan's are fixed by its rule)")
     parser.add_argument("--dry_run", action="store_true", help="print the commands, train nothing")
@@ -434,7 +435,13 @@ def batch_plan(args: argparse.Namespace) -> int:
     if spread:
         raise UserError(f"the {args.plan} plan takes no {', '.join(spread)}: its seeds are fixed by its rule "
                         "and its runs train here in one batch, because each budget is seconds measured on this machine")
-    if args.action == "run" and args.dry_run:
+    if args.plan == "imagenet" and args.task == study_imagenet.VERDICT:  # a table of every cell, not a plan
+        if args.action == "run":
+            raise UserError(f"{args.task} is a table of the cells' runs, not a plan: python scripts/study.py table "
+                            f"imagenet --task {args.task}")
+        from experiments.study_imagenet_verdict import verdict_table
+        verdict_table(args.output)
+    elif args.action == "run" and args.dry_run:
         plan.run_plan(args.task, True)
     elif args.action == "run":
         with one_batch_at_a_time(f"scripts/study.py run {args.plan} --task {args.task}"):

@@ -100,7 +100,8 @@ def kind(draw: str) -> str:
     return FRESH[draw][0] if draw in FRESH else draw
 
 
-TASKS = tuple(GROUPS) + tuple(cells())
+VERDICT = "verdict"  # not a plan: the table of every cell (experiments/study_imagenet_verdict.py)
+TASKS = tuple(GROUPS) + tuple(cells()) + (VERDICT,)
 
 
 def classes(draw: str) -> int:
@@ -521,6 +522,7 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
     done = finished(RESULTS, cell)
     seeds, fractions = cell_plan(cell)
     reference = full_reference(done, seeds)
+    table = cell_runs(cell, done)
     lines = [f"# {cell}: equal epochs and deadlines (issue 74)", "", "Final-epoch test accuracy (%), mean ± std over "
              "seeds; paired differences by seed against full training at the same budget, with 95 % t-intervals; "
              "overran: runs that ended past their deadline by more than one step (the rule counts them failed); host: "
@@ -530,10 +532,7 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     budgets = [("e12", "12 epochs")] + [(f"b{f:g}", f"{f:g} ({f * reference:.1f} s)" if reference else f"{f:g}")
                                           for f in fractions]
-    table: Dict[str, Dict[str, Dict[int, Dict]]] = {}
     for key, label in budgets:
-        table[key] = {row: {seed: done[f"{slug(row)}_{key}_s{seed}"] for seed in seeds if f"{slug(row)}_{key}_s{seed}" in done}
-                      for row in (*(name for name, _, _ in SCHEMES), ET_GLOROT)}
         base = ran(table[key]["full_training"])
         for row, every in table[key].items():
             runs, refusals = ran(every), [run["refused"] for run in every.values() if "refused" in run]
@@ -566,6 +565,14 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
         study_deadline.figure({row: values for row, values in points.items() if values}, reference, full12,
                               os.path.splitext(path)[0] + ".png", cell,
                               f"Accuracy at a deadline: {cell}, {len(seeds)} seeds (issue 74)")
+
+
+def cell_runs(cell: str, done: Dict[str, Dict]) -> Dict[str, Dict[str, Dict[int, Dict]]]:
+    """A cell's finished runs by budget ('e12', 'b0.4', ...), row and seed (refused runs included: see ran)."""
+    seeds, fractions = cell_plan(cell)
+    return {key: {row: {seed: done[f"{slug(row)}_{key}_s{seed}"] for seed in seeds if f"{slug(row)}_{key}_s{seed}" in done}
+                  for row in (*(name for name, _, _ in SCHEMES), ET_GLOROT)}
+            for key in ["e12", *(f"b{fraction:g}" for fraction in fractions)]}
 
 
 def set_aside_lines(cell: str) -> List[str]:

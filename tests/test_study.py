@@ -936,6 +936,7 @@ def test_study_runs_and_tables_the_deadline_plan_on_a_fresh_draw(tmp_path, monke
     (["run", "imagenet", "--task", "parts"], "the imagenet plan runs on imagenet64, source64, imagenet128, imagenet64_parts"),
     (["run", "imagenet", "--task", "imagenet64", "--seeds", "3"], "the imagenet plan takes no --seeds"),
     (["table", "frontier", "--task", "imagenet64_fashion"], "a task of the imagenet plan alone"),
+    (["run", "imagenet", "--task", "verdict"], "verdict is a table of the cells' runs, not a plan"),
 ])
 def test_the_deadline_plan_refuses_what_it_cannot_do_in_one_line(argv, message):
     with pytest.raises(UserError, match=message):
