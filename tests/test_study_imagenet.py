@@ -149,6 +149,18 @@ def test_a_design_cell_s_table_pairs_each_scheme_with_full_training_at_its_budge
     assert (tmp_path / "imagenet64_parts.png").stat().st_size > 0
 
 
+def test_the_128_px_cells_run_fewer_deadlines_the_fresh_one_the_goal_s_alone(tmp_path):
+    """Amended for cost before any 128 px cell run: the design draw at 0.4 and 0.6, the fresh draw at 0.6."""
+    for cell, seeds, budgets in (("imagenet128_fashion", (0, 1, 2), {"40.0s", "60.0s"}),
+                                 ("imagenet128_fashion1", (0, 1, 2, 3, 4), {"60.0s"}),
+                                 ("imagenet64_fashion1", (0, 1, 2, 3, 4), {"40.0s", "60.0s"})):
+        jobs = study.cell_jobs(cell, (0.003, "zeros"), 100.0, str(tmp_path), "zeros")
+        assert {flags[flags.index("--time_budget") + 1] for _, flags in jobs} == budgets
+        assert {int(flags[flags.index("--seed") + 1]) for _, flags in jobs} == set(seeds)
+        assert len(jobs) == len(seeds) * len(budgets) * len(study.SCHEMES)
+        assert {flags[flags.index("--input_size") + 1] for _, flags in jobs} == {cell[8:11].rstrip("_")}
+
+
 def test_source_runs_made_from_another_backbone_file_are_refused_before_more_join_them(tmp_path, monkeypatch):
     monkeypatch.setattr(study, "ROOT", str(tmp_path))
     monkeypatch.setattr(study, "RESULTS", str(tmp_path / "results"))
