@@ -48,10 +48,10 @@ def best_at(runs: Dict[str, Dict[int, Dict]], seeds: Sequence[int]) -> Optional[
     if any(len(runs.get(row, {})) < len(seeds) for row in ("full_training", *SELECTIVE)):
         return None
     full = ran(runs["full_training"])
-    left_out = [SHORT[row] + (" refused" if len(ran(runs[row])) < len(runs[row]) else " overran") for row in SELECTIVE
-                if len(ran(runs[row])) < len(runs[row]) or any(map(overran, runs[row].values()))]
-    differences = {row: paired(runs[row], full) for row in SELECTIVE if not any(
-        name.startswith(SHORT[row] + " ") for name in left_out)}
+    why = {row: "refused" if len(ran(runs[row])) < len(runs[row]) else "overran" for row in SELECTIVE
+           if len(ran(runs[row])) < len(runs[row]) or any(map(overran, runs[row].values()))}
+    left_out = [f"{SHORT[row]} {reason}" for row, reason in why.items()]
+    differences = {row: paired(runs[row], full) for row in SELECTIVE if row not in why}
     best = max(differences, key=lambda row: differences[row][1]) if differences else None
     text = (study_deadline.mean_std([run["final_test_accuracy"] for run in full.values()]) + "; "
             + (f"{SHORT[best]} {interval(differences[best])}" if best else "none ran")
