@@ -618,24 +618,45 @@ def overran(run: Dict) -> bool:
     return facts["spent_seconds"] - facts["budget_seconds"] > run.get("median_step_ms", 0.0) / 1000
 
 
+def equal_epoch_reading(full: Dict[int, Dict], elastic: Dict[int, Dict]) -> Tuple[Tuple[float, float, float], float, bool]:
+    """(a), the goal's first clause: ElasticTrainer's paired difference from full training at equal epochs, its speed
+    (full training's mean training seconds over its own) and whether the clause holds (mean within GOAL_POINTS at
+    >= GOAL_SPEEDUP). goal_lines and the verdict table both read (a) here."""
+    difference = paired(elastic, full)
+    speed = float(np.mean([r["train_seconds"] for r in full.values()]) / np.mean([r["train_seconds"] for r in elastic.values()]))
+    return difference, speed, difference[0] >= GOAL_POINTS and speed >= GOAL_SPEEDUP
+
+
+def deadline_reading(at: Dict[str, Dict[int, Dict]], seeds: Sequence[int]
+                     ) -> Optional[Tuple[Dict[str, Tuple[float, float, float]], Dict[str, str]]]:
+    """At one deadline, the goal's reading: each selective scheme's paired difference from full training planned for
+    it, without the schemes that cannot meet the goal there, named with why ('refused': main.py refused it on a seed;
+    'overran': a run ended past its deadline). None until every seed of full training and of each selective scheme
+    has finished. goal_lines and the verdict table both read the deadlines here."""
+    if any(len(at.get(row, {})) < len(seeds) for row in ("full_training", *SELECTIVE)):
+        return None
+    left_out = {row: "refused" if len(ran(at[row])) < len(at[row]) else "overran" for row in SELECTIVE
+                if len(ran(at[row])) < len(at[row]) or any(map(overran, at[row].values()))}
+    full = ran(at["full_training"])
+    return {row: paired(at[row], full) for row in SELECTIVE if row not in left_out}, left_out
+
+
 def goal_lines(table: Dict[str, Dict[str, Dict[int, Dict]]], seeds: Sequence[int]) -> List[str]:
     """Issue 74's goal on a fresh draw, once every seed of the runs it reads has finished."""
     full, elastic = table["e12"]["full_training"], table["e12"]["elastic_training 50 %"]
     if len(full) < len(seeds) or len(elastic) < len(seeds):
         return ["The goal: not read yet (the equal-epoch runs of every seed first)."]
-    mean, low, high = paired(elastic, full)
-    speedup = np.mean([r["train_seconds"] for r in full.values()]) / np.mean([r["train_seconds"] for r in elastic.values()])
+    (mean, low, high), speedup, met = equal_epoch_reading(full, elastic)
     lines = [f"- Equal epochs: ElasticTrainer \"50 %\" − full training {mean:+.1f} [{low:+.1f}, {high:+.1f}] points at "
-             f"{speedup:.2f}x its training speed: **{'met' if mean >= GOAL_POINTS and speedup >= GOAL_SPEEDUP else 'not met'}** "
+             f"{speedup:.2f}x its training speed: **{'met' if met else 'not met'}** "
              f"(mean within {-GOAL_POINTS:g} point at >= {GOAL_SPEEDUP:g}x)." + speed_notes(full, elastic)]
-    at = table.get(f"b{GOAL_SHARE:g}", {})
-    if any(len(at.get(row, {})) < len(seeds) for row in ("full_training", *SELECTIVE)):
+    reading = deadline_reading(table.get(f"b{GOAL_SHARE:g}", {}), seeds)
+    if reading is None:
         return lines + [f"- At {GOAL_SHARE:g} of full training's time: not read yet (every seed of every scheme first)."]
-    refused = [row for row in SELECTIVE if len(ran(at[row])) < len(at[row])]  # a scheme that cannot run there fails
-    lows = {row: paired(at[row], at["full_training"])[1] for row in SELECTIVE if row not in refused}
-    late = [row for row in lows if any(map(overran, at[row].values()))]  # a run past its deadline fails it
-    passing = [row for row, value in lows.items() if value > GOAL_POINTS and row not in late]
-    best = f" (best {max(lows.values()):+.1f})" if lows else ""
+    differences, left_out = reading
+    passing = [row for row, difference in differences.items() if difference[1] > GOAL_POINTS]
+    best = f" (best {max(difference[1] for difference in differences.values()):+.1f})" if differences else ""
+    late, refused = ([row for row, why in left_out.items() if why == reason] for reason in ("overran", "refused"))
     return lines + [f"- At {GOAL_SHARE:g} of full training's time: " + (
         f"**met** by {', '.join(passing)}" if passing else
         f"**not met**: no selective scheme's paired lower end above {GOAL_POINTS:g}{best}")

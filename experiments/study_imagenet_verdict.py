@@ -6,7 +6,8 @@ read from the cells' committed runs as their own tables read them (study_imagene
 (a) ElasticTrainer "50 %" against full training at equal epochs (the head its rule chose: a design cell's (a) ran
 both where the group's head is zeros), and at each deadline the selective scheme whose paired difference from
 full training has the highest lower end (the goal's reading at 0.6). A fresh draw's row also says whether the goal's
-two clauses are met there (study_imagenet.goal_lines states them in full).
+two clauses are met there, read as study_imagenet.goal_lines reads them (equal_epoch_reading,
+deadline_reading).
 """
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import numpy as np
 
 from experiments import study_deadline
 from experiments.study_imagenet import (
-    ELASTIC_ROWS, ET_GLOROT, GOAL_POINTS, GOAL_SHARE, GOAL_SPEEDUP, GROUPS, RESULTS, SELECTIVE, cell_plan, cell_runs,
-    VERDICT, cells, choice, elastic_head, finished, judged, overran, paired, ran)
+    ELASTIC_ROWS, ET_GLOROT, GOAL_POINTS, GOAL_SHARE, GROUPS, RESULTS, VERDICT, cell_plan, cell_runs, cells, choice,
+    deadline_reading, elastic_head, equal_epoch_reading, finished, judged, ran)
 
 BACKBONE_NAMES = {"imagenet": "ImageNet", "source": "source task"}
 DRAW_NAMES = {"parts": "embedded_parts", "shapes": "embedded_shapes", "fashion": "Fashion-MNIST 100 a class",
@@ -43,19 +44,16 @@ def interval(values) -> str:
 
 def best_at(runs: Dict[str, Dict[int, Dict]], seeds: Sequence[int]) -> Optional[Tuple[str, Optional[float]]]:
     """At one deadline: full training's accuracy and the selective scheme with the highest paired lower end against
-    it (a scheme refused there, or with a run past its deadline, does not count: the goal's reading), as text, and
-    that lower end; None until every seed of full training and of each selective scheme has finished."""
-    if any(len(runs.get(row, {})) < len(seeds) for row in ("full_training", *SELECTIVE)):
+    it, among those the goal counts there (study_imagenet.deadline_reading), as text, and that lower end; None until
+    every seed of full training and of each selective scheme has finished."""
+    reading = deadline_reading(runs, seeds)
+    if reading is None:
         return None
-    full = ran(runs["full_training"])
-    why = {row: "refused" if len(ran(runs[row])) < len(runs[row]) else "overran" for row in SELECTIVE
-           if len(ran(runs[row])) < len(runs[row]) or any(map(overran, runs[row].values()))}
-    left_out = [f"{SHORT[row]} {reason}" for row, reason in why.items()]
-    differences = {row: paired(runs[row], full) for row in SELECTIVE if row not in why}
+    differences, left_out = reading
     best = max(differences, key=lambda row: differences[row][1]) if differences else None
-    text = (study_deadline.mean_std([run["final_test_accuracy"] for run in full.values()]) + "; "
+    text = (study_deadline.mean_std([run["final_test_accuracy"] for run in ran(runs["full_training"]).values()]) + "; "
             + (f"{SHORT[best]} {interval(differences[best])}" if best else "none ran")
-            + (f" ({', '.join(left_out)})" if left_out else ""))
+            + (f" ({', '.join(f'{SHORT[row]} {why}' for row, why in left_out.items())})" if left_out else ""))
     return text, differences[best][1] if best else None
 
 
@@ -68,20 +66,19 @@ def cell_row(cell: str) -> Optional[str]:
     full, elastic = table["e12"]["full_training"], table["e12"][elastic_row(cell, done)]
     if len(full) < len(seeds) or len(elastic) < len(seeds):
         return None
-    seconds = {name: float(np.mean([run["train_seconds"] for run in runs.values()]))
-               for name, runs in (("full", full), ("elastic", elastic))}
-    difference, speed = paired(elastic, full), seconds["full"] / seconds["elastic"]
+    difference, speed, met = equal_epoch_reading(full, elastic)
     at = {fraction: best_at(table.get(f"b{fraction:g}", {}), seeds) for fraction in (GOAL_SHARE, 0.4)}
     goal = "-"
     if judged(cell) and at[GOAL_SHARE]:
         low = at[GOAL_SHARE][1]
-        goal = (f"(a) {'met' if difference[0] >= GOAL_POINTS and speed >= GOAL_SPEEDUP else 'not met'}; "
+        goal = (f"(a) {'met' if met else 'not met'}; "
                 f"{GOAL_SHARE:g} {'met' if low is not None and low > GOAL_POINTS else 'not met'}")
     backbone, size, _ = GROUPS[group]
     return (f"| {BACKBONE_NAMES[backbone]} | {size} | {DRAW_NAMES[draw]}{'' if judged(cell) else ' (design)'} | "
             f"{len(seeds)} | {study_deadline.mean_std([run['final_test_accuracy'] for run in full.values()])} in "
-            f"{seconds['full']:.0f} s | {interval(difference)} ({elastic[seeds[0]]['config']['head_init']}) | "
-            f"{speed:.2f}x | " + " | ".join(at[f][0] if at[f] else "-" for f in (GOAL_SHARE, 0.4)) + f" | {goal} |")
+            f"{np.mean([run['train_seconds'] for run in full.values()]):.0f} s | {interval(difference)} "
+            f"({elastic[seeds[0]]['config']['head_init']}) | {speed:.2f}x | "
+            + " | ".join(at[f][0] if at[f] else "-" for f in (GOAL_SHARE, 0.4)) + f" | {goal} |")
 
 
 def verdict_table(output: Optional[str] = None) -> None:
