@@ -521,6 +521,11 @@ def paired(runs: Dict[int, Dict], base: Dict[int, Dict]) -> Tuple[float, float, 
                                         for s in seeds])
 
 
+def interval(difference: Tuple[float, float, float]) -> str:
+    """A paired difference as the tables print it: mean [low, high], in points."""
+    return "{:+.1f} [{:+.1f}, {:+.1f}]".format(*difference)
+
+
 def cell_table(cell: str, output: Optional[str] = None) -> None:
     """(a) and (b) on a cell: final-epoch test accuracy, mean ± std; paired differences against full training at
     the same budget; on a fresh draw, the goal's clauses read."""
@@ -554,7 +559,7 @@ def cell_table(cell: str, output: Optional[str] = None) -> None:
                          f"{np.mean([run['train_seconds'] for run in runs.values()]):.1f} | "
                          + (f"{min(shares):.2f}-{max(shares):.2f}" if None not in shares else "-") + " | "
                          + (f"{sum(map(overran, runs.values()))} | " if key != "e12" else "- | ")
-                         + ("{:+.1f} [{:+.1f}, {:+.1f}]".format(*difference) if difference else "-") + " | "
+                         + (interval(difference) if difference else "-") + " | "
                          + host_share(runs.values()) + " |")
     if judged(cell):
         lines += ["", *goal_lines(table, seeds)]
@@ -646,8 +651,8 @@ def goal_lines(table: Dict[str, Dict[str, Dict[int, Dict]]], seeds: Sequence[int
     full, elastic = table["e12"]["full_training"], table["e12"]["elastic_training 50 %"]
     if len(full) < len(seeds) or len(elastic) < len(seeds):
         return ["The goal: not read yet (the equal-epoch runs of every seed first)."]
-    (mean, low, high), speedup, met = equal_epoch_reading(full, elastic)
-    lines = [f"- Equal epochs: ElasticTrainer \"50 %\" − full training {mean:+.1f} [{low:+.1f}, {high:+.1f}] points at "
+    difference, speedup, met = equal_epoch_reading(full, elastic)
+    lines = [f"- Equal epochs: ElasticTrainer \"50 %\" − full training {interval(difference)} points at "
              f"{speedup:.2f}x its training speed: **{'met' if met else 'not met'}** "
              f"(mean within {-GOAL_POINTS:g} point at >= {GOAL_SPEEDUP:g}x)." + speed_notes(full, elastic)]
     reading = deadline_reading(table.get(f"b{GOAL_SHARE:g}", {}), seeds)

@@ -19,7 +19,7 @@ import numpy as np
 from experiments import study_deadline
 from experiments.study_imagenet import (
     ELASTIC_ROWS, ET_GLOROT, GOAL_POINTS, GOAL_SHARE, GROUPS, RESULTS, VERDICT, cell_plan, cell_runs, cells, choice,
-    deadline_reading, elastic_head, equal_epoch_reading, finished, judged, ran)
+    deadline_reading, elastic_head, equal_epoch_reading, finished, interval, judged, ran)
 
 BACKBONE_NAMES = {"imagenet": "ImageNet", "source": "source task"}
 DRAW_NAMES = {"parts": "embedded_parts", "shapes": "embedded_shapes", "fashion": "Fashion-MNIST 100 a class",
@@ -36,10 +36,6 @@ def elastic_row(cell: str, done: Dict[str, Dict]) -> str:
     if judged(cell) or pair is None or pair[1] == "glorot":
         return ELASTIC_ROWS[0]
     return ET_GLOROT if elastic_head(done, pair) == "glorot" else ELASTIC_ROWS[0]
-
-
-def interval(values) -> str:
-    return "{:+.1f} [{:+.1f}, {:+.1f}]".format(*values)
 
 
 def best_at(runs: Dict[str, Dict[int, Dict]], seeds: Sequence[int]) -> Optional[Tuple[str, Optional[float]]]:
