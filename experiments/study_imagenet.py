@@ -646,6 +646,12 @@ def deadline_reading(at: Dict[str, Dict[int, Dict]], seeds: Sequence[int]
     return {row: paired(at[row], full) for row in SELECTIVE if row not in left_out}, left_out
 
 
+def deadline_met(difference: Tuple[float, float, float]) -> bool:
+    """The goal's clause at a deadline, for one selective scheme's paired difference (mean, low, high) from full
+    training planned for it: its lower end above GOAL_POINTS. goal_lines and the verdict table both ask here."""
+    return difference[1] > GOAL_POINTS
+
+
 def goal_lines(table: Dict[str, Dict[str, Dict[int, Dict]]], seeds: Sequence[int]) -> List[str]:
     """Issue 74's goal on a fresh draw, once every seed of the runs it reads has finished."""
     full, elastic = table["e12"]["full_training"], table["e12"]["elastic_training 50 %"]
@@ -659,7 +665,7 @@ def goal_lines(table: Dict[str, Dict[str, Dict[int, Dict]]], seeds: Sequence[int
     if reading is None:
         return lines + [f"- At {GOAL_SHARE:g} of full training's time: not read yet (every seed of every scheme first)."]
     differences, left_out = reading
-    passing = [row for row, difference in differences.items() if difference[1] > GOAL_POINTS]
+    passing = [row for row, difference in differences.items() if deadline_met(difference)]
     best = f" (best {max(difference[1] for difference in differences.values()):+.1f})" if differences else ""
     late, refused = ([row for row, why in left_out.items() if why == reason] for reason in ("overran", "refused"))
     return lines + [f"- At {GOAL_SHARE:g} of full training's time: " + (

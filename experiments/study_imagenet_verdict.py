@@ -18,8 +18,8 @@ import numpy as np
 
 from experiments import study_deadline
 from experiments.study_imagenet import (
-    ELASTIC_ROWS, ET_GLOROT, GOAL_POINTS, GOAL_SHARE, GROUPS, RESULTS, VERDICT, cell_plan, cell_runs, cells, choice,
-    deadline_reading, elastic_head, equal_epoch_reading, finished, interval, judged, ran)
+    ELASTIC_ROWS, ET_GLOROT, GOAL_SHARE, GROUPS, RESULTS, VERDICT, cell_plan, cell_runs, cells, choice,
+    deadline_met, deadline_reading, elastic_head, equal_epoch_reading, finished, interval, judged, ran)
 
 BACKBONE_NAMES = {"imagenet": "ImageNet", "source": "source task"}
 DRAW_NAMES = {"parts": "embedded_parts", "shapes": "embedded_shapes", "fashion": "Fashion-MNIST 100 a class",
@@ -38,10 +38,11 @@ def elastic_row(cell: str, done: Dict[str, Dict]) -> str:
     return ET_GLOROT if elastic_head(done, pair) == "glorot" else ELASTIC_ROWS[0]
 
 
-def best_at(runs: Dict[str, Dict[int, Dict]], seeds: Sequence[int]) -> Optional[Tuple[str, Optional[float]]]:
+def best_at(runs: Dict[str, Dict[int, Dict]], seeds: Sequence[int]
+            ) -> Optional[Tuple[str, Optional[Tuple[float, float, float]]]]:
     """At one deadline: full training's accuracy and the selective scheme with the highest paired lower end against
-    it, among those the goal counts there (study_imagenet.deadline_reading), as text, and that lower end; None until
-    every seed of full training and of each selective scheme has finished."""
+    it, among those the goal counts there (study_imagenet.deadline_reading), as text, and that paired difference
+    (None when none counts); None until every seed of full training and of each selective scheme has finished."""
     reading = deadline_reading(runs, seeds)
     if reading is None:
         return None
@@ -50,7 +51,7 @@ def best_at(runs: Dict[str, Dict[int, Dict]], seeds: Sequence[int]) -> Optional[
     text = (study_deadline.mean_std([run["final_test_accuracy"] for run in ran(runs["full_training"]).values()]) + "; "
             + (f"{SHORT[best]} {interval(differences[best])}" if best else "none ran")
             + (f" ({', '.join(f'{SHORT[row]} {why}' for row, why in left_out.items())})" if left_out else ""))
-    return text, differences[best][1] if best else None
+    return text, differences[best] if best else None
 
 
 def cell_row(cell: str) -> Optional[str]:
@@ -66,9 +67,9 @@ def cell_row(cell: str) -> Optional[str]:
     at = {fraction: best_at(table.get(f"b{fraction:g}", {}), seeds) for fraction in (GOAL_SHARE, 0.4)}
     goal = "-"
     if judged(cell) and at[GOAL_SHARE]:
-        low = at[GOAL_SHARE][1]
+        best = at[GOAL_SHARE][1]
         goal = (f"(a) {'met' if met else 'not met'}; "
-                f"{GOAL_SHARE:g} {'met' if low is not None and low > GOAL_POINTS else 'not met'}")
+                f"{GOAL_SHARE:g} {'met' if best is not None and deadline_met(best) else 'not met'}")
     backbone, size, _ = GROUPS[group]
     return (f"| {BACKBONE_NAMES[backbone]} | {size} | {DRAW_NAMES[draw]}{'' if judged(cell) else ' (design)'} | "
             f"{len(seeds)} | {study_deadline.mean_std([run['final_test_accuracy'] for run in full.values()])} in "

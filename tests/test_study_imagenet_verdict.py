@@ -77,18 +77,19 @@ def table_rows(text):
 
 def test_the_reference_page_and_the_readme_quote_the_committed_verdict_table():
     """docs/benchmarks/imagenet_regime.md carries results/imagenet_regime/verdict.md's rows as they are, and each
-    cell of the README's shorter table is the committed table's, on the row of the same backbone and draw."""
+    cell of the README's shorter table is the committed table's, on the row of the same backbone, size and draw."""
     def read(*path):
         with open(os.path.join(ROOT, *path), encoding="utf-8") as handle:
             return handle.read()
 
     committed = table_rows(read("results", "imagenet_regime", "verdict.md"))
     assert len(committed) >= 9 and table_rows(read("docs", "benchmarks", "imagenet_regime.md")) == committed
-    by_draw = {tuple(cell.strip() for cell in row.split("|")[1:4:2]): row.split("|") for row in committed}
+    by_draw = {tuple(cell.strip() for cell in row.split("|")[1:4]): row.split("|") for row in committed}
+    assert len(by_draw) == len(committed)  # (backbone, px, draw) names one row
     readme = table_rows(read("README.md"))
     assert len(readme) >= 4
     for row in readme:
         cells = [cell.strip() for cell in row.split("|")[1:-1]]
-        source = [cell.strip() for cell in by_draw[(cells[0], cells[1])]]
-        for cell in cells[2:]:
+        source = [cell.strip() for cell in by_draw[tuple(cells[:3])]]
+        for cell in cells[3:]:
             assert any(cell in part for part in source), (cell, row)
